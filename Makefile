@@ -1,0 +1,52 @@
+# Fresh machine to working environment in one command: `make demo` or `make test`.
+# The venv is rebuilt when pyproject.toml changes. On machines without an NVIDIA GPU the
+# CPU build of torch is installed first (pip install torch==2.13.0), so that no multi-GB
+# CUDA build is pulled in by a bare `torch` requirement.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS ?= dev,llm,faiss
+TORCH_CPU ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: demo demo-fast test test-fast lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+		echo "GPU found: installing the default torch build"; \
+		$(BIN)/python -m pip install --quiet "torch>=2.3,<3"; \
+	else \
+		echo "no GPU: installing the CPU build $(TORCH_CPU)"; \
+		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
+	fi
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dualview demo
+
+demo-fast: $(STAMP)
+	$(BIN)/dualview demo --fast
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,34 @@
+"""The ``dualview`` command line: one thin module per stage, each registering its commands.
+
+Every command parses arguments, loads its config and calls the library; user-facing errors
+(:class:`dualview.errors.DualviewError`) become one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dualview.cli import data as data_cli
+from dualview.errors import DualviewError
+
+app = typer.Typer(
+    name="dualview",
+    help="Instruction-following retrieval: dual-view data, training, evaluation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each stage module exposes ``register(app)``; keep one line per stage here.
+data_cli.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except DualviewError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,129 @@
+"""``dualview data``: convert between formats, validate, and describe datasets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dualview.data import formats
+from dualview.data.jsonl import RejectLog
+from dualview.data.stats import compute_stats, hf_token_counter, whitespace_tokens
+from dualview.progress import track
+
+data_app = typer.Typer(help="Convert, validate and describe datasets.", no_args_is_help=True)
+console = Console(stderr=True)
+
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Write bad lines to a rejects file and go on.")
+]
+Rejects = Annotated[
+    Path | None,
+    typer.Option(help="Rejects file for --skip-invalid (default: OUT/FILE + .rejects.jsonl)."),
+]
+InFormat = Annotated[str, typer.Option("--from", help=f"Input format: {sorted(formats.READERS)}")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")
+
+
+def _reader_options(fmt: str, skip_invalid: bool, rejects: RejectLog) -> dict:
+    # Only the native reader validates line by line; adapters fail on the first bad row.
+    if fmt == "dualview":
+        return {"skip_invalid": skip_invalid, "rejects": rejects}
+    return {}
+
+
+def _report_rejects(rejects: RejectLog) -> None:
+    if rejects.count:
+        console.print(f"[yellow]{rejects.count} invalid line(s) skipped -> {rejects.path}")
+
+
+@data_app.command()
+def convert(
+    source: Annotated[Path, typer.Argument(help="Input file or folder (BEIR).")],
+    out: Annotated[Path, typer.Argument(help="Output file.")],
+    from_format: InFormat = "dualview",
+    to_format: Annotated[
+        str, typer.Option("--to", help=f"Output format: {sorted(formats.WRITERS)}")
+    ] = "dualview",
+    skip_invalid: SkipInvalid = False,
+    rejects_path: Rejects = None,
+) -> None:
+    """Convert SOURCE (in --from format) to OUT (in --to format), atomically."""
+    reader = formats.get_reader(from_format)
+    writer = formats.get_writer(to_format)
+    rejects = RejectLog(rejects_path or out.with_name(out.name + ".rejects.jsonl"))
+    records = reader(source, **_reader_options(from_format, skip_invalid, rejects))
+    try:
+        count = writer(track(records, description="converting"), out)
+    finally:
+        rejects.close()
+    _report_rejects(rejects)
+    console.print(f"wrote {count} record(s) to {out}")
+
+
+@data_app.command()
+def validate(
+    source: Annotated[Path, typer.Argument(help="File (or BEIR folder) to validate.")],
+    from_format: InFormat = "dualview",
+    skip_invalid: SkipInvalid = False,
+    rejects_path: Rejects = None,
+) -> None:
+    """Check every line against the record schema; exit 2 at the first error."""
+    reader = formats.get_reader(from_format)
+    rejects = RejectLog(rejects_path or source.with_name(source.name + ".rejects.jsonl"))
+    try:
+        valid = sum(
+            1 for _ in reader(source, **_reader_options(from_format, skip_invalid, rejects))
+        )
+    finally:
+        rejects.close()
+    _report_rejects(rejects)
+    console.print(f"{source}: {valid} valid record(s), {rejects.count} invalid")
+    if rejects.count:
+        raise typer.Exit(1)
+
+
+@data_app.command()
+def stats(
+    source: Annotated[Path, typer.Argument(help="File (or BEIR folder) to describe.")],
+    from_format: InFormat = "dualview",
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Hugging Face tokenizer for token lengths (default: whitespace)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Records per view, instruction negatives per record, duplicates, length percentiles."""
+    count_tokens = hf_token_counter(tokenizer) if tokenizer else whitespace_tokens
+    result = compute_stats(
+        track(formats.get_reader(from_format)(source), description="reading"), count_tokens
+    ).to_dict()
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"{source} ({tokenizer or 'whitespace'} tokens)")
+    table.add_column("statistic")
+    table.add_column("value")
+    table.add_row("records", f"{result['records']:,}")
+    for view, n in result["views"].items():
+        table.add_row(f"view {view}", f"{n:,}")
+    table.add_row(
+        "instruction negatives / record", _hist(result["instruction_negatives_per_record"])
+    )
+    table.add_row("hard negatives / record", _hist(result["hard_negatives_per_record"]))
+    table.add_row("duplicate record ids", str(result["duplicate_record_ids"]))
+    for part, pct in result["length_percentiles"].items():
+        if pct:
+            table.add_row(f"{part} length", "  ".join(f"{k}={v:g}" for k, v in pct.items()))
+    Console().print(table)
+
+
+def _hist(hist: dict) -> str:
+    return "  ".join(f"{k}:{v}" for k, v in hist.items()) or "-"

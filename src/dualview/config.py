@@ -1,0 +1,92 @@
+"""Configuration base: strict pydantic models loaded from YAML.
+
+Every stage keeps its own config model next to its code (``dualview.train.config`` and so on);
+all of them derive from :class:`StrictModel`, so an unknown or mistyped key is an error that
+names the key and the file instead of a silently ignored default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dualview.errors import ConfigError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """Base of every config: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One line per problem: ``SOURCE: key.path: message``."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or "(root)"
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key (typo?)"
+        lines.append(f"{source}: {key}: {message}")
+    return "\n".join(lines)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Load a YAML mapping, with a clear error for a missing file or bad YAML."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: file does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part} is not a mapping")
+        node[parts[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def validate_config(model: type[ModelT], data: dict[str, Any], source: str) -> ModelT:
+    """Validate ``data`` against ``model``; errors name ``source`` and the offending keys."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from None
+
+
+def load_config(
+    model: type[ModelT], path: str | Path, overrides: list[str] | None = None
+) -> ModelT:
+    """Read ``path`` (YAML), apply ``overrides``, validate against ``model``."""
+    data = apply_overrides(read_yaml(path), overrides or [])
+    return validate_config(model, data, str(path))
+
+
+def dump_config(config: BaseModel, path: str | Path) -> None:
+    """Write a config back to YAML (round-trips through :func:`load_config`)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(
+        yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8"
+    )

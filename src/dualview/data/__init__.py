@@ -1,0 +1,1 @@
+"""Data: the record schema, JSONL I/O, format adapters, mixes and mining."""
