@@ -1,0 +1,67 @@
+"""What every LLM backend provides: an async chat completion with token counts.
+
+Backends: ``openai`` (any OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp server,
+Ollama, OpenAI), ``local`` (an in-process model; the embedded Qwen2.5-Coder-0.5B GGUF by
+default, or any local Hugging Face causal LM path), ``vllm`` (offline batch generation on a
+GPU node). The runner only sees :class:`ChatBackend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from dualview.config import StrictModel
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
+
+EMBEDDED_LLM = "embedded:qwen2.5-coder-0.5b"
+
+
+class SamplingParams(StrictModel):
+    """Sampling settings; part of the synthesis cache key."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = 0
+    stop: list[str] | None = None
+
+
+class BackendConfig(StrictModel):
+    """Which LLM answers, and how to reach it. API keys are read from ``api_key_env``."""
+
+    kind: Literal["openai", "local", "vllm"] = "local"
+    # Model name sent to the server (openai/vllm), or a local path / embedded name (local).
+    model: str = EMBEDDED_LLM
+    base_url: str | None = None
+    # NAME of the environment variable that holds the API key (never the key itself).
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    # Local backend only.
+    engine: Literal["auto", "llama_cpp", "transformers"] = "auto"
+    n_threads: int | None = None
+    n_ctx: int = 4096
+
+
+@dataclass
+class Completion:
+    """One answer with its cost: prompt and completion tokens, wall latency."""
+
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """An LLM that answers chat messages. ``identity`` names the model for cache keys."""
+
+    identity: str
+
+    async def complete(self, messages: list[Message], params: SamplingParams) -> Completion: ...
+
+    async def aclose(self) -> None: ...
