@@ -1,0 +1,5 @@
+"""``python -m dualview`` runs the CLI."""
+
+from dualview.cli import main
+
+main()
