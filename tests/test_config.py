@@ -27,7 +27,7 @@ def test_typo_is_an_error_naming_key_and_file(tmp_path):
 def test_wrong_type_and_overrides(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("train:\n  steps: many\n")
-    with pytest.raises(ConfigError, match="train.steps"):
+    with pytest.raises(ConfigError, match=r"train\.steps"):
         load_config(Outer, path)
     path.write_text("train:\n  steps: 3\n")
     config = load_config(Outer, path, overrides=["train.lr=0.5", "name=abc"])
