@@ -1,0 +1,1 @@
+"""Experiments as a graph of cached, resumable stages (``dualview run``, ``dualview demo``)."""

@@ -1,0 +1,145 @@
+"""Cached, resumable stage execution.
+
+A :class:`Stage` is a named step with JSON-able ``params``, input files and upstream stages.
+Its **key** hashes the params, the content of its input files and the keys of its
+upstream stages, so the output folder ``RUN_DIR/<name>-<key12>/`` changes exactly when
+something the stage depends on changes:
+
+- a finished stage (``.done.json`` present, same key) is skipped on rerun;
+- an unfinished one (folder present, no ``.done.json``) is re-entered in the same folder, and
+  the stage's own resume logic (the synthesis cache, the trainer's checkpoints) continues it;
+- a change to one stage changes its key and the keys of everything downstream, and nothing
+  upstream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dualview.errors import DualviewError
+
+DONE_FILE = ".done.json"
+# Bump when a stage's on-disk output format changes, to invalidate old run folders.
+PIPELINE_VERSION = 1
+
+StageFn = Callable[[Path, dict[str, Path]], dict[str, Any] | None]
+
+
+def hash_path(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (relative names + bytes, sorted)."""
+    digest = hashlib.sha256()
+    if path.is_file():
+        files = [path]
+        root = path.parent
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        root = path
+    else:
+        raise DualviewError(f"{path}: stage input does not exist")
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode())
+        with file.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class Stage:
+    """One step of an experiment; ``fn(out_dir, upstream_dirs)`` does the work."""
+
+    name: str
+    fn: StageFn
+    params: dict[str, Any] = field(default_factory=dict)
+    inputs: list[Path] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    description: str = ""
+
+
+@dataclass
+class PlannedStage:
+    stage: Stage
+    key: str
+    out_dir: Path
+
+    @property
+    def status(self) -> str:
+        if (self.out_dir / DONE_FILE).exists():
+            return "cached"
+        return "partial" if self.out_dir.exists() else "pending"
+
+
+class Pipeline:
+    """Stages in dependency order under one run folder."""
+
+    def __init__(self, run_dir: str | Path, stages: list[Stage]) -> None:
+        self.run_dir = Path(run_dir)
+        self.stages = stages
+        names = [s.name for s in stages]
+        if len(set(names)) != len(names):
+            raise DualviewError(f"duplicate stage names in {names}")
+        for stage in stages:
+            for dep in stage.after:
+                if dep not in names[: names.index(stage.name)]:
+                    raise DualviewError(
+                        f"stage {stage.name!r} needs {dep!r}, which must come first"
+                    )
+
+    def plan(self) -> list[PlannedStage]:
+        """Keys and folders of every stage (hashes inputs; runs nothing)."""
+        keys: dict[str, str] = {}
+        planned = []
+        for stage in self.stages:
+            payload = {
+                "version": PIPELINE_VERSION,
+                "name": stage.name,
+                "params": stage.params,
+                "inputs": {str(p): hash_path(Path(p)) for p in stage.inputs},
+                "after": {dep: keys[dep] for dep in stage.after},
+            }
+            key = hashlib.sha256(
+                json.dumps(payload, sort_keys=True, default=str).encode()
+            ).hexdigest()
+            keys[stage.name] = key
+            planned.append(PlannedStage(stage, key, self.run_dir / f"{stage.name}-{key[:12]}"))
+        return planned
+
+    def run(self, on_stage: Callable[[PlannedStage, str], None] | None = None) -> dict[str, Path]:
+        """Run every stage that is not cached; returns ``name -> out_dir``."""
+        outputs: dict[str, Path] = {}
+        for item in self.plan():
+            outputs[item.stage.name] = item.out_dir
+            status = item.status
+            if on_stage:
+                on_stage(item, status)
+            if status == "cached":
+                continue
+            item.out_dir.mkdir(parents=True, exist_ok=True)
+            (item.out_dir / "params.json").write_text(
+                json.dumps(item.stage.params, indent=2, sort_keys=True, default=str)
+            )
+            started = time.time()
+            upstream = {dep: outputs[dep] for dep in item.stage.after}
+            summary = item.stage.fn(item.out_dir, upstream) or {}
+            done = {"key": item.key, "seconds": round(time.time() - started, 2), **summary}
+            (item.out_dir / DONE_FILE).write_text(json.dumps(done, indent=2, default=str))
+            if on_stage:
+                on_stage(item, "done")
+        self._write_index(outputs)
+        return outputs
+
+    def _write_index(self, outputs: dict[str, Path]) -> None:
+        index = {name: str(path.relative_to(self.run_dir)) for name, path in outputs.items()}
+        (self.run_dir / "stages.json").write_text(json.dumps(index, indent=2))
+
+
+def read_done(out_dir: Path) -> dict[str, Any]:
+    """The summary a finished stage wrote (empty when unfinished)."""
+    path = out_dir / DONE_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
