@@ -1,0 +1,1 @@
+"""Evaluation: encoding with a cache, search, metrics (p-MRR, IR measures), benchmark loaders."""

@@ -1,0 +1,263 @@
+"""Batched encoding of texts with any sentence-transformers model, with an on-disk cache.
+
+:class:`Encoder` wraps a ``SentenceTransformer`` (a local folder, a Hub name, one of our
+checkpoints, or ``embedded:minilm``) and turns lists of texts into ``float32`` arrays.
+
+- **Sorting by length**: the texts still to encode are sorted by length (longest first) and
+  cut into chunks, so every batch holds texts of similar length and padding stays small.
+- **Cache**: every embedding is stored under :func:`dualview.resources.cache_dir` in one
+  SQLite file per model fingerprint, keyed by ``sha256(prompt, text)``. A second encoding of
+  the same texts with the same model and prompt reads them back instead of running the model.
+  Chunks are committed as they finish, so an interrupted encoding resumes where it stopped.
+- **Fingerprint**: a hash of the model's module layout (pooling, normalization, max length),
+  its prompts and every parameter tensor, so the same weights share one cache whatever path
+  they were loaded from, and a retrained checkpoint never reads stale vectors.
+
+Example::
+
+    enc = Encoder("embedded:minilm", batch_size=64)
+    docs = enc.encode(["a passage", "another passage"])          # (2, 384) float32
+    queries = enc.encode(["a query"], prompt="query: ")           # literal prompt text
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dualview.errors import DualviewError
+from dualview.progress import track
+from dualview.resources import cache_dir, resolve_model_path
+
+#: Texts encoded per cache commit; large enough to keep the model busy, small enough to resume.
+CHUNK_SIZE = 4096
+#: SQLite caps the number of ``?`` parameters per statement.
+_LOOKUP_BATCH = 900
+
+
+def load_sentence_transformer(name: str, device: str | None = None, **kwargs: Any) -> Any:
+    """Load ``name`` (path, Hub name, ``embedded:minilm``) as a ``SentenceTransformer``.
+
+    A model that cannot be found or loaded becomes a one-line :class:`DualviewError`.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    resolved = resolve_model_path(name)
+    try:
+        return SentenceTransformer(resolved, device=device, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise DualviewError(f"cannot load model {name!r}: {exc}".splitlines()[0]) from None
+
+
+def text_key(text: str, prompt: str | None) -> str:
+    """Cache key of one text under one prompt (the prompt is part of what the model reads)."""
+    payload = f"{prompt or ''}\x00{text}".encode()
+    return hashlib.sha256(payload).hexdigest()[:32]
+
+
+def model_fingerprint(model: Any) -> str:
+    """Content hash of a ``SentenceTransformer``: module layout, prompts and all weights.
+
+    Hashing the weights costs about a second per GB and is done once per :class:`Encoder`.
+    """
+    digest = hashlib.sha256()
+    digest.update(repr(model).encode())  # modules with their configs (pooling, max length)
+    digest.update(repr(sorted(getattr(model, "prompts", {}).items())).encode())
+    digest.update(str(getattr(model, "max_seq_length", "")).encode())
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(str(tensor.dtype).encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(dtype=_u8()).numpy())
+    return digest.hexdigest()[:24]
+
+
+def _u8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+class EmbeddingCache:
+    """SQLite store ``key -> float32 vector`` for one model fingerprint.
+
+    One file per fingerprint: ``<cache_dir>/embeddings/<fingerprint>.sqlite``. Safe to share
+    between processes (SQLite locking, WAL journal); duplicate inserts are ignored.
+    """
+
+    def __init__(self, fingerprint: str, root: Path | None = None) -> None:
+        folder = (root or cache_dir()) / "embeddings"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{fingerprint}.sqlite"
+        self._conn = sqlite3.connect(self.path, timeout=60)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
+        self._conn.commit()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors found for ``keys`` (missing keys are absent from the result)."""
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _LOOKUP_BATCH):
+            part = unique[start : start + _LOOKUP_BATCH]
+            marks = ",".join("?" * len(part))
+            rows = self._conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks})", part)
+            for key, blob in rows:
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Store ``vectors[i]`` under ``keys[i]`` and commit."""
+        rows = [
+            (k, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            for k, v in zip(keys, vectors, strict=True)
+        ]
+        self._conn.executemany("INSERT OR IGNORE INTO emb (key, vec) VALUES (?, ?)", rows)
+        self._conn.commit()
+
+    def __len__(self) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class Encoder:
+    """Encode texts with a sentence-transformers model, in length-sorted batches, cached.
+
+    Args:
+        model: a path, a Hub name, ``embedded:minilm``, or an already loaded
+            ``SentenceTransformer``.
+        batch_size: texts per forward pass.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` lets sentence-transformers pick.
+        cache: read and write the on-disk embedding cache.
+        normalize: L2-normalize the returned vectors. ``None`` (default) normalizes when the
+            model scores with cosine similarity, so that a dot product equals its score.
+        show_progress: draw a progress bar over chunks (still quiet off a terminal).
+    """
+
+    def __init__(
+        self,
+        model: str | Any,
+        batch_size: int = 32,
+        device: str | None = None,
+        cache: bool = True,
+        normalize: bool | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        if isinstance(model, str):
+            self.name = model
+            self.model = load_sentence_transformer(model, device=device)
+        else:
+            self.name = type(model).__name__
+            self.model = model
+        self.batch_size = batch_size
+        self.use_cache = cache
+        self.show_progress = show_progress
+        similarity = getattr(self.model, "similarity_fn_name", None) or "cosine"
+        self.normalize = similarity == "cosine" if normalize is None else normalize
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash of the model (see :func:`model_fingerprint`); names the cache file."""
+        return model_fingerprint(self.model)
+
+    @cached_property
+    def cache(self) -> EmbeddingCache:
+        return EmbeddingCache(self.fingerprint)
+
+    @property
+    def dim(self) -> int:
+        """Embedding size."""
+        getter = getattr(self.model, "get_embedding_dimension", None)
+        getter = getter or self.model.get_sentence_embedding_dimension  # sentence-transformers<6
+        return int(getter())
+
+    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
+        """The literal prompt text: ``prompt``, or the model's prompt called ``prompt_name``."""
+        if prompt is not None and prompt_name is not None:
+            raise DualviewError("give either prompt or prompt_name, not both")
+        if prompt_name is not None:
+            prompts = getattr(self.model, "prompts", {}) or {}
+            if prompt_name not in prompts:
+                raise DualviewError(
+                    f"model {self.name!r} has no prompt {prompt_name!r} "
+                    f"(it has: {sorted(prompts) or 'none'})"
+                )
+            return prompts[prompt_name]
+        return prompt or ""
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        prompt: str | None = None,
+        prompt_name: str | None = None,
+        description: str = "encoding",
+    ) -> np.ndarray:
+        """Embeddings of ``texts`` as a ``(len(texts), dim)`` float32 array, in input order.
+
+        ``prompt`` is literal text the model reads before each text (e.g. ``"query: "``);
+        ``prompt_name`` picks one of the model's own prompts instead. Duplicate texts are
+        encoded once; cached texts are not encoded again.
+        """
+        prompt_text = self.resolve_prompt(prompt, prompt_name)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        keys = [text_key(t, prompt_text) for t in texts]
+        known = self.cache.get_many(keys) if self.use_cache else {}
+        todo: dict[str, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            if key not in known:
+                todo.setdefault(key, text)
+        for chunk_keys, vectors in self._encode_missing(todo, prompt_text, description):
+            known.update(zip(chunk_keys, vectors, strict=True))
+        for row, key in enumerate(keys):
+            out[row] = known[key]
+        if self.normalize:
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            out /= np.maximum(norms, 1e-12)
+        return out
+
+    def _encode_missing(
+        self, todo: dict[str, str], prompt: str, description: str
+    ) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Encode ``key -> text`` longest first, one chunk at a time, caching each chunk."""
+        order = sorted(todo, key=lambda k: len(todo[k]), reverse=True)
+        chunks = [order[i : i + CHUNK_SIZE] for i in range(0, len(order), CHUNK_SIZE)]
+        steps = track(chunks, description) if self.show_progress and len(chunks) > 1 else chunks
+        for chunk in steps:
+            vectors = self.model.encode(
+                [todo[k] for k in chunk],
+                prompt=prompt or None,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            ).astype(np.float32, copy=False)
+            if self.use_cache:
+                self.cache.put_many(chunk, vectors)
+            yield chunk, vectors
+
+    def close(self) -> None:
+        """Close the cache file (the encoder can still encode; the cache reopens lazily)."""
+        if "cache" in self.__dict__:
+            self.cache.close()
+            del self.__dict__["cache"]
+
+
+__all__ = [
+    "CHUNK_SIZE",
+    "EmbeddingCache",
+    "Encoder",
+    "load_sentence_transformer",
+    "model_fingerprint",
+    "text_key",
+]
