@@ -10,6 +10,7 @@ from rich.console import Console
 
 from dualview.cli.data import data_app
 from dualview.data import gold
+from dualview.data.gold_check import CheckConfig, check_instances
 
 console = Console(stderr=True)
 
@@ -21,6 +22,7 @@ SourceDir = Annotated[
 def register(app: typer.Typer) -> None:
     """Add the gold commands to the ``data`` command group (registered by ``cli.data``)."""
     data_app.command("gold-build")(gold_build)
+    data_app.command("gold-check")(gold_check)
 
 
 def gold_build(
@@ -41,3 +43,29 @@ def gold_build(
         console.print(f"{split}: {info['instances']} instances, {info['records']} records")
     for name, path in result.paths.items():
         console.print(f"wrote {name}: {path}")
+
+
+def gold_check(
+    source: SourceDir = gold.SOURCE_DIR,
+    max_shingle_jaccard: float = CheckConfig().max_shingle_jaccard,
+    max_char_ratio: float = CheckConfig().max_char_ratio,
+    max_leak_df: Annotated[
+        float, typer.Option(help="A word is rare if at most this share of passages has it.")
+    ] = CheckConfig().max_leak_df,
+    max_reversal_ratio: float = CheckConfig().max_reversal_ratio,
+) -> None:
+    """Flag P+/N* near-duplicates, instruction leaks and non-reversals; exit 1 if any."""
+    config = CheckConfig(
+        max_shingle_jaccard=max_shingle_jaccard,
+        max_char_ratio=max_char_ratio,
+        max_leak_df=max_leak_df,
+        max_reversal_ratio=max_reversal_ratio,
+    )
+    located = gold.load_instances(gold.source_files(source))
+    findings = check_instances(located, config)
+    for finding in findings:
+        typer.echo(str(finding))
+    flagged = len({f.instance for f in findings})
+    console.print(f"{len(located)} instances checked, {len(findings)} finding(s) in {flagged}")
+    if findings:
+        raise typer.Exit(1)
