@@ -1,0 +1,111 @@
+"""Report plots (matplotlib, PNG): metric bars, per-query p-MRR distributions, loss curves."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from dualview.report.table import ConfigResult, ordered_columns
+
+COLORS = plt.get_cmap("tab10").colors
+
+
+def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
+    cols = min(n, max_cols)
+    return math.ceil(n / cols), cols
+
+
+def _label_bars(ax, bars, values) -> None:
+    for bar, value in zip(bars, values, strict=True):
+        if not math.isnan(value):
+            ax.annotate(
+                f"{value:.1f}",
+                (bar.get_x() + bar.get_width() / 2, value),
+                ha="center",
+                va="bottom" if value >= 0 else "top",
+                fontsize=8,
+            )
+
+
+def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
+    """One panel per metric column, one bar per configuration."""
+    columns = ordered_columns(rows)
+    if not columns:
+        return None
+    n_rows, n_cols = _grid(len(columns))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 3.4 * n_rows), squeeze=False)
+    names = [row.name for row in rows]
+    for ax, column in zip(axes.flat, columns, strict=False):
+        values = [row.metrics.get(column, float("nan")) for row in rows]
+        bars = ax.bar(range(len(rows)), values, color=[COLORS[i % 10] for i in range(len(rows))])
+        _label_bars(ax, bars, values)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(column, fontsize=10)
+        ax.set_xticks(range(len(rows)), names, rotation=20, ha="right", fontsize=8)
+        ax.margins(y=0.18)
+    for ax in list(axes.flat)[len(columns) :]:
+        ax.axis("off")
+    fig.suptitle("Metrics per configuration (higher is better)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def pmrr_distributions(rows: list[ConfigResult], path: Path) -> Path | None:
+    """Per-query p-MRR as box plots: one panel per benchmark, one box per configuration."""
+    benchmarks = sorted({b for row in rows for b in row.per_query})
+    if not benchmarks:
+        return None
+    n_rows, n_cols = _grid(len(benchmarks), max_cols=2)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 3.8 * n_rows), squeeze=False)
+    for ax, bench in zip(axes.flat, benchmarks, strict=False):
+        data = [row.per_query.get(bench, []) for row in rows]
+        ax.boxplot(data, showmeans=True)
+        for i, values in enumerate(data, start=1):
+            jitter = [i + ((k % 7) - 3) * 0.03 for k in range(len(values))]
+            ax.scatter(jitter, values, s=6, alpha=0.4, color=COLORS[(i - 1) % 10])
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(f"{bench}: p-MRR per query (x100)", fontsize=10)
+        ax.set_xticks(range(1, len(rows) + 1), [r.name for r in rows], rotation=20, ha="right")
+        ax.set_ylim(-105, 105)
+    for ax in list(axes.flat)[len(benchmarks) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def loss_curves(rows: list[ConfigResult], path: Path, smooth: int = 10) -> Path | None:
+    """Training loss per step (raw, faint) and its moving average, one line per config."""
+    curves = [(row.name, row.loss_curve) for row in rows if row.loss_curve]
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (name, curve) in enumerate(curves):
+        steps = [s for s, _ in curve]
+        losses = [v for _, v in curve]
+        color = COLORS[i % 10]
+        ax.plot(steps, losses, color=color, alpha=0.25, linewidth=0.8)
+        window = max(1, min(smooth, len(losses) // 5 or 1))
+        averaged = [
+            sum(losses[max(0, k - window + 1) : k + 1])
+            / len(losses[max(0, k - window + 1) : k + 1])
+            for k in range(len(losses))
+        ]
+        ax.plot(steps, averaged, color=color, linewidth=1.8, label=name)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title("Training loss")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

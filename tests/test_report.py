@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import csv
+import io
+
+from dualview.report import ConfigResult, write_report
+from dualview.report.table import ordered_columns, to_csv, to_markdown
+
+
+def _rows():
+    return [
+        ConfigResult(
+            "base",
+            {"MSMARCO nDCG@10": 40.0, "FollowIR p-MRR": -2.0},
+            per_query={"demo": [-10.0, 0.0, 5.0]},
+        ),
+        ConfigResult(
+            "Ins-DV",
+            {"FollowIR p-MRR": 7.5, "MSMARCO nDCG@10": 38.0, "FollowIR Score": 20.0},
+            per_query={"demo": [20.0, 40.0, -5.0]},
+            loss_curve=[(1, 3.0), (2, 2.5), (3, 2.0)],
+        ),
+    ]
+
+
+def test_columns_follow_paper_order_then_extras():
+    assert ordered_columns(_rows()) == ["FollowIR p-MRR", "FollowIR Score", "MSMARCO nDCG@10"]
+
+
+def test_markdown_marks_best_per_column():
+    text = to_markdown(_rows())
+    base_line = next(line for line in text.splitlines() if line.startswith("| base"))
+    dv_line = next(line for line in text.splitlines() if line.startswith("| Ins-DV"))
+    assert base_line == "| base | -2.00 | - | **40.00** |"
+    assert dv_line == "| Ins-DV | **7.50** | **20.00** | 38.00 |"
+
+
+def test_csv_has_best_row():
+    rows = list(csv.reader(io.StringIO(to_csv(_rows()))))
+    assert rows[0] == ["configuration", "FollowIR p-MRR", "FollowIR Score", "MSMARCO nDCG@10"]
+    assert rows[-1] == ["best", "Ins-DV", "Ins-DV", "base"]
+
+
+def test_write_report_makes_pngs(tmp_path):
+    files = write_report(_rows(), tmp_path, title="demo")
+    assert {p.name for p in files.plots} == {"metrics.png", "pmrr_per_query.png", "loss.png"}
+    for plot in files.plots:
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert plot.stat().st_size > 5000
+    assert "![metrics](metrics.png)" in files.markdown.read_text()
