@@ -12,6 +12,7 @@ import typer
 
 from dualview.cli import data as data_cli
 from dualview.cli import gold as gold_cli
+from dualview.cli import mix as mix_cli
 from dualview.errors import DualviewError
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
 # Each stage module exposes ``register(app)``; keep one line per stage here.
 data_cli.register(app)
 gold_cli.register(app)
+mix_cli.register(app)
 
 
 def main() -> None:

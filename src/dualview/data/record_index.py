@@ -1,0 +1,179 @@
+"""An offset index over JSONL record files: pick records by id without holding them in memory.
+
+One streaming pass validates every line (same errors as :func:`dualview.data.jsonl.iter_records`),
+hashes each file, and keeps per record only what selection needs (id, view, links, file offset).
+:meth:`RecordIndex.load` reads one record back by seeking to its line. Paper-scale inputs
+(about a million records with 30 negatives each) thus cost memory per id, not per passage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from dualview.data.jsonl import parse_record
+from dualview.data.negatives import KnownPositives
+from dualview.data.schema import Document, Record
+from dualview.errors import DataError
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Where one record lives and how it links to others."""
+
+    source: int
+    offset: int
+    line: int
+    id: str
+    view: str
+    parent_id: str | None
+    counterpart_id: str | None
+
+
+@dataclass
+class SourceInfo:
+    """One input file: path, sha256 of its bytes, size, records per view."""
+
+    path: Path
+    sha256: str = ""
+    bytes: int = 0
+    views: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "records": sum(self.views.values()),
+            "views": dict(sorted(self.views.items())),
+        }
+
+
+def _decode(raw: bytes, path: Path, line: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise DataError(path, line, "json", f"invalid JSON ({reason})") from None
+    if not isinstance(obj, dict):
+        raise DataError(path, line, "json", "expected a JSON object per line")
+    return obj
+
+
+def _iter_lines(path: Path, info: SourceInfo) -> Iterator[tuple[int, int, bytes]]:
+    """``(line_number, byte_offset, raw_line)`` of non-blank lines; fills ``info`` hash/size."""
+    if not path.exists():
+        raise DataError(path, None, "file", "does not exist")
+    digest = hashlib.sha256()
+    offset = 0
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            digest.update(raw)
+            if raw.strip():
+                yield line_number, offset, raw
+            offset += len(raw)
+    info.sha256 = digest.hexdigest()
+    info.bytes = offset
+
+
+class RecordIndex:
+    """Index of records across files; see module docstring.
+
+    Args:
+        paths: JSONL record files (any mix of views).
+        pool_size: size of a seeded reservoir sample of documents (for random padding).
+        seed: seed of that reservoir.
+        on_record: called with every validated record during the pass (e.g. statistics).
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        pool_size: int = 0,
+        seed: int = 0,
+        on_record: Callable[[Record], None] | None = None,
+    ) -> None:
+        self.sources = [SourceInfo(Path(p)) for p in paths]
+        self.entries: dict[str, Entry] = {}
+        self.known_positives = KnownPositives()
+        self.pool: list[Document] = []
+        self._pool_size = pool_size
+        self._pool_seen = 0
+        self._rng = random.Random(seed)
+        self._handles: dict[int, BinaryIO] = {}
+        for number, info in enumerate(self.sources):
+            self._scan(number, info, on_record)
+
+    def _scan(
+        self, number: int, info: SourceInfo, on_record: Callable[[Record], None] | None
+    ) -> None:
+        for line, offset, raw in _iter_lines(info.path, info):
+            record = parse_record(_decode(raw, info.path, line), info.path, line)
+            if record.id in self.entries:
+                first = self.entries[record.id]
+                raise DataError(
+                    info.path,
+                    line,
+                    "id",
+                    f"record id {record.id!r} already seen at "
+                    f"{self.sources[first.source].path}:{first.line}",
+                )
+            counterpart = record.meta.get("counterpart_id")
+            self.entries[record.id] = Entry(
+                number,
+                offset,
+                line,
+                record.id,
+                record.view,
+                record.parent_id,
+                str(counterpart) if counterpart else None,
+            )
+            info.views[record.view] += 1
+            self.known_positives.add_record(record)
+            self._sample_documents(record)
+            if on_record is not None:
+                on_record(record)
+
+    def _sample_documents(self, record: Record) -> None:
+        """Reservoir sampling (algorithm R) over every document of every record."""
+        if self._pool_size <= 0:
+            return
+        for doc in record.documents():
+            self._pool_seen += 1
+            if len(self.pool) < self._pool_size:
+                self.pool.append(doc)
+            else:
+                slot = self._rng.randrange(self._pool_seen)
+                if slot < self._pool_size:
+                    self.pool[slot] = doc
+
+    def load(self, entry: Entry) -> Record:
+        """Read one record back from its file."""
+        info = self.sources[entry.source]
+        handle = self._handles.get(entry.source)
+        if handle is None:
+            handle = self._handles[entry.source] = info.path.open("rb")
+        handle.seek(entry.offset)
+        raw = handle.readline()
+        return parse_record(_decode(raw, info.path, entry.line), info.path, entry.line)
+
+    def by_view(self, view: str) -> list[Entry]:
+        """Entries of one view, in input order."""
+        return [e for e in self.entries.values() if e.view == view]
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+    def __enter__(self) -> RecordIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
