@@ -168,7 +168,9 @@ def check_instances(
     """All findings over ``located`` (rarity is computed over all of them together)."""
     cfg = config or CheckConfig()
     df, n_passages = document_frequency([li.instance for li in located])
-    rare = {w for w, count in df.items() if count <= cfg.max_leak_df * max(1, n_passages)}
+    # A word in a single passage is always rare, however small the set.
+    limit = max(1.0, cfg.max_leak_df * n_passages)
+    rare = {w for w, count in df.items() if count <= limit}
     findings = []
     for li in located:
         inst = li.instance
