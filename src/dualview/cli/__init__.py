@@ -13,6 +13,7 @@ import typer
 from dualview.cli import data as data_cli
 from dualview.cli import gold as gold_cli
 from dualview.cli import mix as mix_cli
+from dualview.cli import synth as synth_cli
 from dualview.errors import DualviewError
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app = typer.Typer(
 data_cli.register(app)
 gold_cli.register(app)
 mix_cli.register(app)
+synth_cli.register(app)
 
 
 def main() -> None:

@@ -230,6 +230,10 @@ class AppendJsonlWriter:
         if self.count % self.sync_every == 0:
             self.sync()
 
+    def flush(self) -> None:
+        """Hand buffered lines to the OS (safe from a process kill; ``sync`` is for power loss)."""
+        self._handle.flush()
+
     def sync(self) -> None:
         self._handle.flush()
         os.fsync(self._handle.fileno())

@@ -1,0 +1,20 @@
+"""LLM backends behind one interface (:class:`~dualview.synth.backends.base.ChatBackend`)."""
+
+from __future__ import annotations
+
+from dualview.synth.backends.base import BackendConfig, ChatBackend
+
+
+def build_backend(config: BackendConfig) -> ChatBackend:
+    """The backend that ``config.kind`` names; heavy engines are imported only when chosen."""
+    if config.kind == "openai":
+        from dualview.synth.backends.openai_http import OpenAIBackend
+
+        return OpenAIBackend(config)
+    if config.kind == "vllm":
+        from dualview.synth.backends.vllm_offline import VLLMOfflineBackend
+
+        return VLLMOfflineBackend(config)
+    from dualview.synth.backends.local import LocalBackend
+
+    return LocalBackend(config)

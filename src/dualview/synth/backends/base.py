@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from dualview.config import StrictModel
+from dualview.errors import DualviewError
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
@@ -39,10 +40,23 @@ class BackendConfig(StrictModel):
     api_key_env: str | None = None
     timeout_s: float = 120.0
     max_retries: int = 6
+    # Exponential backoff between retries: base * 2**attempt, capped, with full jitter.
+    retry_base_s: float = 1.0
+    retry_max_s: float = 60.0
     # Local backend only.
     engine: Literal["auto", "llama_cpp", "transformers"] = "auto"
     n_threads: int | None = None
     n_ctx: int = 4096
+
+
+class BackendError(DualviewError):
+    """A backend failure that retrying cannot fix (bad key, unknown model, bad request):
+    the run stops with this one-line message. Never contains an API key."""
+
+
+class TransientBackendError(Exception):
+    """A call that still failed after all retries (rate limit, 5xx, timeout, connection):
+    the runner records the unit as ``error`` (not cached) so that a rerun retries it."""
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""``dualview seed | synth | poison | verify IN OUT`` and ``dualview synth-merge``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from dualview.synth.jobs import load_job, run_job
+from dualview.synth.merge import merge_shards
+
+console = Console(stderr=True)
+
+HELP = {
+    "seed": "Write instructions and instruction negatives for plain (query, positive) records.",
+    "synth": "Dual-view polarity reversal: one dv record per orig record with an instruction "
+    "negative.",
+    "poison": "InF-IR poisoning: changed instruction and query, three records per input.",
+    "verify": "Multiple-choice LLM judge: keep units whose intended passages win; swap accuracy.",
+}
+TASK_OF = {"seed": "seed", "synth": "reverse", "poison": "poison", "verify": "verify"}
+
+
+def _command(command: str):
+    task_name = TASK_OF[command]
+
+    def run(
+        source: Annotated[Path, typer.Argument(help="Input records (or BEIR folder with --from).")],
+        out: Annotated[
+            Path,
+            typer.Argument(
+                help="Output JSONL (also OUT.dropped.jsonl, OUT.stats.json, OUT.cache.jsonl)."
+            ),
+        ],
+        config: Annotated[Path | None, typer.Option("--config", help="Job YAML.")] = None,
+        backend: Annotated[str | None, typer.Option(help="openai | local | vllm")] = None,
+        model: Annotated[str | None, typer.Option(help="Model name or local path.")] = None,
+        base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
+        api_key_env: Annotated[
+            str | None, typer.Option(help="NAME of the env variable holding the API key.")
+        ] = None,
+        concurrency: Annotated[int | None, typer.Option(help="Units in flight.")] = None,
+        rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = None,
+        tpm: Annotated[float | None, typer.Option(help="Tokens per minute limit.")] = None,
+        shard: Annotated[str | None, typer.Option(help="i/n: run one of n input blocks.")] = None,
+        cache: Annotated[
+            Path | None, typer.Option(help="Cache file (default OUT.cache.jsonl).")
+        ] = None,
+        from_format: Annotated[str, typer.Option("--from", help="Input format.")] = "dualview",
+        overrides: Annotated[
+            list[str] | None, typer.Option("--set", help="Config override key.path=value.")
+        ] = None,
+    ) -> None:
+        flags = {
+            "backend.kind": backend,
+            "backend.model": model,
+            "backend.base_url": base_url,
+            "backend.api_key_env": api_key_env,
+            "runner.concurrency": concurrency,
+            "runner.requests_per_minute": rpm,
+            "runner.tokens_per_minute": tpm,
+            "runner.shard": shard,
+            "runner.cache": str(cache) if cache else None,
+        }
+        items = [f"{k}={json.dumps(v)}" for k, v in flags.items() if v is not None]
+        job = load_job(task_name, config, items + list(overrides or []))
+        stats = run_job(task_name, job, source, out, from_format)
+        _report(stats, out)
+
+    run.__doc__ = HELP[command]
+    return run
+
+
+def _report(stats: dict, out: Path) -> None:
+    outcomes = " ".join(f"{k}={v}" for k, v in stats["outcomes"].items())
+    console.print(f"{stats['records_out']} record(s) -> {out}  ({outcomes})", markup=False)
+    if stats.get("summary"):
+        console.print(json.dumps(stats["summary"]), markup=False)
+    if not stats["complete"]:
+        console.print("[yellow]some units failed with backend errors: rerun to retry them")
+
+
+def merge(
+    out: Annotated[Path, typer.Argument(help="Merged output JSONL.")],
+    shards: Annotated[list[Path], typer.Argument(help="The OUT file of every shard run.")],
+) -> None:
+    """Check that every shard is complete and consistent, then concatenate in input order."""
+    stats = merge_shards(out, list(shards))
+    console.print(f"merged {stats['shards']} shard(s): {stats['records_out']} record(s) -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    for command in TASK_OF:
+        app.command(name=command, help=HELP[command])(_command(command))
+    app.command(name="synth-merge")(merge)

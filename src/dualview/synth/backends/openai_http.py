@@ -1,0 +1,158 @@
+"""OpenAI-compatible chat completions over HTTP (vLLM, SGLang, llama.cpp server, Ollama, OpenAI).
+
+Retries: 408/409/425/429, every 5xx, connection errors and timeouts are retried up to
+``max_retries`` times, waiting ``min(retry_max_s, retry_base_s * 2**attempt)`` scaled by a random
+factor in [0.5, 1] (jitter), or at least what the server asks for in ``Retry-After``. Any other
+4xx cannot succeed on retry and stops the run at once (:class:`BackendError`). The API key is
+read from the environment variable named by ``api_key_env`` and never appears in a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from typing import Any
+
+import httpx
+
+from dualview.synth.backends.base import (
+    BackendConfig,
+    BackendError,
+    Completion,
+    Message,
+    SamplingParams,
+    TransientBackendError,
+)
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter: a random share in [0.5, 1] of ``min(cap, base*2**n)``."""
+    return min(cap, base * (2**attempt)) * (0.5 + 0.5 * rng.random())
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    """A server message made safe to show: the key removed, long bodies shortened."""
+    if secret:
+        text = text.replace(secret, "***")
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+class OpenAIBackend:
+    """Async client for ``POST {base_url}/chat/completions``."""
+
+    def __init__(self, config: BackendConfig, *, rng: random.Random | None = None) -> None:
+        if not config.base_url:
+            raise BackendError(
+                "backend openai needs base_url (e.g. http://localhost:8000/v1 for vLLM)"
+            )
+        self.config = config
+        self.identity = f"openai:{config.model}"
+        self._key = self._read_key(config.api_key_env)
+        self._rng = rng or random.Random()
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        self._client = httpx.AsyncClient(
+            base_url=config.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        )
+
+    @staticmethod
+    def _read_key(env_name: str | None) -> str | None:
+        if not env_name:
+            return None
+        key = os.environ.get(env_name)
+        if not key:
+            raise BackendError(f"environment variable {env_name} (api_key_env) is not set")
+        return key
+
+    def _payload(self, messages: list[Message], params: SamplingParams) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+        }
+        if params.seed is not None:
+            payload["seed"] = params.seed
+        if params.stop:
+            payload["stop"] = params.stop
+        return payload
+
+    async def complete(self, messages: list[Message], params: SamplingParams) -> Completion:
+        """One chat completion, retried on transient failures (see module docstring)."""
+        payload = self._payload(messages, params)
+        last_problem = "no attempt made"
+        for attempt in range(self.config.max_retries + 1):
+            started = time.perf_counter()
+            wait_hint: float | None = None
+            try:
+                response = await self._client.post("/chat/completions", json=payload)
+            except httpx.TimeoutException:
+                last_problem = f"timed out after {self.config.timeout_s:g} s"
+            except httpx.TransportError as exc:
+                last_problem = f"connection error ({type(exc).__name__})"
+            else:
+                if response.status_code == 200:
+                    return self._completion(response, time.perf_counter() - started)
+                body = _scrub(response.text, self._key)
+                if response.status_code in RETRYABLE_STATUS or response.status_code >= 500:
+                    last_problem = f"HTTP {response.status_code}: {body}"
+                    wait_hint = parse_retry_after(response.headers.get("retry-after"))
+                else:
+                    raise BackendError(
+                        f"{self.config.base_url} answered HTTP {response.status_code} "
+                        f"for model {self.config.model!r} (not retried): {body}"
+                    )
+            if attempt == self.config.max_retries:
+                break
+            delay = backoff_delay(
+                attempt, self.config.retry_base_s, self.config.retry_max_s, self._rng
+            )
+            await asyncio.sleep(max(delay, wait_hint or 0.0))
+        raise TransientBackendError(
+            f"gave up after {self.config.max_retries + 1} attempt(s): {last_problem}"
+        )
+
+    def _completion(self, response: httpx.Response, latency: float) -> Completion:
+        try:
+            data = response.json()
+            text = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise TransientBackendError(
+                f"malformed completion response: {_scrub(response.text, self._key)}"
+            ) from None
+        usage = data.get("usage") or {}
+        return Completion(
+            text=text if isinstance(text, str) else "",
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,118 @@
+"""What a synthesis task is to the runner: units in, one :class:`Outcome` per unit out.
+
+A *unit* is the input the task handles in one go: usually one record; for ``verify`` a record
+with the records that directly follow it and belong to it (its dual view, its InF-IR tuple).
+A task asks the LLM through :class:`LLM`, which applies the sampling settings and rate limits
+and adds up tokens and latency, so tasks never deal with cost or retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from dualview.data.schema import Record
+from dualview.synth.backends.base import ChatBackend, SamplingParams
+from dualview.synth.limits import Limits
+
+Status = Literal["ok", "impossible", "rejected", "skipped", "error"]
+STATUSES: tuple[str, ...] = ("ok", "impossible", "rejected", "skipped", "error")
+
+
+@dataclass
+class Outcome:
+    """The result of one unit. ``records`` (JSON dicts) go to the output when ``ok``.
+
+    ``counts`` are task-specific counters the runner sums over the run (e.g. verify's passes).
+    """
+
+    status: Status
+    records: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    raw: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(**data)
+
+
+class LLM:
+    """The LLM as one task run sees it: prompt in, text out; usage is accumulated here."""
+
+    def __init__(
+        self, backend: ChatBackend, params: SamplingParams, limits: Limits | None = None
+    ) -> None:
+        self.backend = backend
+        self.params = params
+        self.limits = limits
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.latencies: list[float] = []
+        self.answers: list[str] = []
+
+    async def ask(self, prompt: str) -> str:
+        """Send ``prompt`` as one user message; returns the answer text."""
+        messages = [{"role": "user", "content": prompt}]
+        reserved = 0
+        if self.limits is not None:
+            reserved = await self.limits.before_call(prompt, self.params.max_tokens)
+        completion = await self.backend.complete(messages, self.params)
+        if self.limits is not None:
+            self.limits.after_call(reserved, completion.tokens_in + completion.tokens_out)
+        self.tokens_in += completion.tokens_in
+        self.tokens_out += completion.tokens_out
+        self.latencies.append(completion.latency_s)
+        self.answers.append(completion.text)
+        return completion.text
+
+    def stamp(self, outcome: Outcome) -> Outcome:
+        """Copy the usage and raw answers of this run into ``outcome``."""
+        outcome.tokens_in = self.tokens_in
+        outcome.tokens_out = self.tokens_out
+        outcome.latencies = list(self.latencies)
+        outcome.raw = list(self.answers)
+        return outcome
+
+
+class Task(Protocol):
+    """An LLM task over a record file (reverse, seed, poison, verify)."""
+
+    name: str
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that changes the task's answers: template hash and task settings."""
+        ...
+
+    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
+        """Group the input stream into units (default: one record each)."""
+        ...
+
+    async def run(self, unit: list[Record], llm: LLM) -> Outcome:
+        """Handle one unit; never raises for bad LLM text (that is a ``rejected`` outcome)."""
+        ...
+
+    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
+        """Task-level figures from the summed ``Outcome.counts`` (e.g. swap accuracy)."""
+        ...
+
+
+def one_per_record(records: Iterable[Record]) -> Iterator[list[Record]]:
+    """The default grouping: every record is its own unit."""
+    for record in records:
+        yield [record]
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` (at a word boundary when possible) for a prompt."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars].rsplit(" ", 1)[0]
+    return cut + " …"

@@ -1,0 +1,191 @@
+"""Verification by multiple choice: does an LLM judge pick the intended passage?
+
+A unit is a record plus the records right after it that belong to it (``parent_id`` or
+``meta.infir_parent`` naming it): an ``orig`` with its dual view, or an InF-IR tuple. Every
+record of the unit is one *scenario*: its instruction and query, with the candidates (all the
+unit's positives and instruction negatives, plus a few random distractors, shuffled with a
+seed), and the record's positive as the intended answer. A dual-view record that arrives alone
+carries its original instruction in ``meta`` (written by ``reverse``) and adds the scenario
+"original instruction -> original positive". A unit is kept only when every scenario picks its
+intended passage; swap accuracy is the kept share of units with two or more scenarios.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dualview.config import StrictModel
+from dualview.data.jsonl import iter_records
+from dualview.data.schema import Document, Record
+from dualview.synth.parsing import Parsed, accept, reject, the_answer
+from dualview.synth.task import LLM, Outcome, truncate
+from dualview.synth.templates import load_template
+
+_CHOICE = re.compile(r"\[?\s*(\d{1,3})\s*\]?")
+
+
+class VerifyConfig(StrictModel):
+    """Settings of the ``verify`` task; part of the cache key."""
+
+    distractors: int = 3
+    # Records whose documents serve as random distractors; default: the unit's hard negatives.
+    distractor_file: Path | None = None
+    seed: int = 0
+    template: Path | None = None
+    max_passage_chars: int = 1000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One judgement: under (instruction, query) the passage ``intended`` should win."""
+
+    role: str
+    instruction: str
+    query: str
+    intended: str  # document id
+
+
+def parse_choice(text: str, n_choices: int) -> Parsed[int]:
+    """The 1-based passage number from ``<answer>[k]</answer>``, or a rejection."""
+    answer = the_answer(text)
+    if not answer.ok:
+        return answer
+    match = _CHOICE.fullmatch((answer.value or "").strip())
+    if match is None:
+        return reject("malformed", "the answer is not a passage number")
+    choice = int(match.group(1))
+    if not 1 <= choice <= n_choices:
+        return reject("out_of_range", f"passage {choice} does not exist (1..{n_choices})")
+    return accept(choice)
+
+
+def _belongs(record: Record, head: Record) -> bool:
+    return record.parent_id == head.id or record.meta.get("infir_parent") == head.id
+
+
+def group_units(records: Iterable[Record]) -> Iterator[list[Record]]:
+    """Consecutive records that belong to the first of them form one unit."""
+    unit: list[Record] = []
+    for record in records:
+        if unit and _belongs(record, unit[0]):
+            unit.append(record)
+            continue
+        if unit:
+            yield unit
+        unit = [record]
+    if unit:
+        yield unit
+
+
+def scenarios(unit: list[Record]) -> list[Scenario]:
+    """The judgements a unit must pass (see module docstring)."""
+    found = [
+        Scenario(str(r.meta.get("infir_role") or r.view), r.instruction, r.query, r.positives[0].id)
+        for r in unit
+    ]
+    head = unit[0]
+    if len(unit) == 1 and head.view == "dv" and "orig_instruction" in head.meta:
+        original = str(head.meta.get("orig_positive_id") or "")
+        if any(d.id == original for d in head.instruction_negatives):
+            found.append(Scenario("orig", str(head.meta["orig_instruction"]), head.query, original))
+    return found
+
+
+def candidates(unit: list[Record]) -> list[Document]:
+    """The unit's positives and instruction negatives, each once."""
+    seen: dict[str, Document] = {}
+    for record in unit:
+        for doc in [*record.positives, *record.instruction_negatives]:
+            seen.setdefault(doc.id, doc)
+    return list(seen.values())
+
+
+def load_distractor_pool(path: Path) -> list[Document]:
+    """Every distinct document of a record file, in file order."""
+    pool: dict[str, Document] = {}
+    for record in iter_records(path):
+        for doc in record.documents():
+            pool.setdefault(doc.id, doc)
+    return list(pool.values())
+
+
+class VerifyTask:
+    """The runner task for multiple-choice verification (kept = ``ok``, dropped = ``rejected``)."""
+
+    name = "verify"
+
+    def __init__(self, config: VerifyConfig | None = None) -> None:
+        self.config = config or VerifyConfig()
+        self.template = load_template("verify", self.config.template)
+        self.pool = (
+            load_distractor_pool(self.config.distractor_file) if self.config.distractor_file else []
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
+
+    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
+        return group_units(records)
+
+    def _choices(self, unit: list[Record], index: int) -> list[Document]:
+        rng = random.Random(f"{self.config.seed}:{unit[0].id}:{index}")
+        chosen = candidates(unit)
+        taken = {d.id for d in chosen}
+        source = self.pool or [d for r in unit for d in r.hard_negatives]
+        spare = [d for d in source if d.id not in taken]
+        spare = list({d.id: d for d in spare}.values())
+        chosen += rng.sample(spare, min(self.config.distractors, len(spare)))
+        rng.shuffle(chosen)
+        return chosen
+
+    async def _judge(self, unit: list[Record], index: int, scenario: Scenario, llm: LLM) -> str:
+        """'' when the judge picks the intended passage, else why not."""
+        choices = self._choices(unit, index)
+        prompt = self.template.render(
+            query=scenario.query,
+            instruction=scenario.instruction,
+            passages=[truncate(d.text, self.config.max_passage_chars) for d in choices],
+        )
+        parsed = parse_choice(await llm.ask(prompt), len(choices))
+        if not parsed.ok:
+            return f"{scenario.role}: unparsable judgement ({parsed.reason})"
+        picked = choices[(parsed.value or 1) - 1].id
+        if picked != scenario.intended:
+            return f"{scenario.role}: judge picked {picked}, intended {scenario.intended}"
+        return ""
+
+    async def run(self, unit: list[Record], llm: LLM) -> Outcome:
+        todo = scenarios(unit)
+        counts: dict[str, int] = {"units_paired": int(len(todo) >= 2)}
+        failures = []
+        for index, scenario in enumerate(todo):
+            problem = await self._judge(unit, index, scenario, llm)
+            counts[f"judged_{scenario.role}"] = counts.get(f"judged_{scenario.role}", 0) + 1
+            if problem:
+                failures.append(problem)
+                if "unparsable" in problem:
+                    counts["unparsable"] = counts.get("unparsable", 0) + 1
+            else:
+                counts[f"passed_{scenario.role}"] = counts.get(f"passed_{scenario.role}", 0) + 1
+        passed = not failures
+        counts["units_paired_passed"] = int(passed and len(todo) >= 2)
+        records = [r.to_json_dict() for r in unit] if passed else []
+        status = "ok" if passed else "rejected"
+        return Outcome(status, records=records, reason="; ".join(failures), counts=counts)
+
+    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
+        """Swap accuracy over paired units and the pass rate of every scenario role."""
+        paired = counts.get("units_paired", 0)
+        roles = sorted(k.removeprefix("judged_") for k in counts if k.startswith("judged_"))
+        return {
+            "swap_accuracy": counts.get("units_paired_passed", 0) / paired if paired else None,
+            "paired_units": paired,
+            "scenario_accuracy": {
+                role: counts.get(f"passed_{role}", 0) / counts[f"judged_{role}"] for role in roles
+            },
+        }
