@@ -41,6 +41,7 @@ _STOPWORD_TEXT = """a about above after again against all also am an and any are
     relevant irrelevant only information material materials page pages passage passages text
     texts something anything written write writing focus focused focuses about instead rather
     like must may one ones use used using say says said sure whether either neither
+    least enough likely less many much well
     """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
