@@ -26,7 +26,7 @@ from dualview.synth.parsing import Parsed, accept, reject, the_answer
 from dualview.synth.task import LLM, Outcome, truncate
 from dualview.synth.templates import load_template
 
-_CHOICE = re.compile(r"\[?\s*(\d{1,3})\s*\]?")
+_CHOICE = re.compile(r"\[?\s*([0-9]{1,3})\s*\]?")
 
 
 class VerifyConfig(StrictModel):

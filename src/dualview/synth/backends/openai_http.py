@@ -1,8 +1,9 @@
 """OpenAI-compatible chat completions over HTTP (vLLM, SGLang, llama.cpp server, Ollama, OpenAI).
 
-Retries: 408/409/425/429, every 5xx, connection errors and timeouts are retried up to
-``max_retries`` times, waiting ``min(retry_max_s, retry_base_s * 2**attempt)`` scaled by a random
-factor in [0.5, 1] (jitter), or at least what the server asks for in ``Retry-After``. Any other
+Retries: 408/409/425/429, every 5xx, a 200 whose body is not a completion, connection errors
+and timeouts are retried up to ``max_retries`` times, waiting
+``min(retry_max_s, retry_base_s * 2**attempt)`` scaled by a random factor in [0.5, 1]
+(jitter), or at least what the server asks for in ``Retry-After``. Any other
 4xx cannot succeed on retry and stops the run at once (:class:`BackendError`). The API key is
 read from the environment variable named by ``api_key_env`` and never appears in a message.
 """
@@ -118,15 +119,20 @@ class OpenAIBackend:
                 last_problem = f"connection error ({type(exc).__name__})"
             else:
                 if response.status_code == 200:
-                    return self._completion(response, time.perf_counter() - started)
-                body = _scrub(response.text, self._key)
-                if response.status_code in RETRYABLE_STATUS or response.status_code >= 500:
-                    last_problem = f"HTTP {response.status_code}: {body}"
+                    completion = self._completion(response, time.perf_counter() - started)
+                    if completion is not None:
+                        return completion
+                    last_problem = f"malformed response: {_scrub(response.text, self._key)}"
+                elif response.status_code in RETRYABLE_STATUS or response.status_code >= 500:
+                    last_problem = (
+                        f"HTTP {response.status_code}: {_scrub(response.text, self._key)}"
+                    )
                     wait_hint = parse_retry_after(response.headers.get("retry-after"))
                 else:
                     raise BackendError(
                         f"{self.config.base_url} answered HTTP {response.status_code} "
-                        f"for model {self.config.model!r} (not retried): {body}"
+                        f"for model {self.config.model!r} (not retried): "
+                        f"{_scrub(response.text, self._key)}"
                     )
             if attempt == self.config.max_retries:
                 break
@@ -138,14 +144,14 @@ class OpenAIBackend:
             f"gave up after {self.config.max_retries + 1} attempt(s): {last_problem}"
         )
 
-    def _completion(self, response: httpx.Response, latency: float) -> Completion:
+    @staticmethod
+    def _completion(response: httpx.Response, latency: float) -> Completion | None:
+        """The completion in a 200 response, or None when the body is not one (retried)."""
         try:
             data = response.json()
             text = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise TransientBackendError(
-                f"malformed completion response: {_scrub(response.text, self._key)}"
-            ) from None
+            return None
         usage = data.get("usage") or {}
         return Completion(
             text=text if isinstance(text, str) else "",
