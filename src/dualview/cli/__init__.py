@@ -11,6 +11,7 @@ import sys
 import typer
 
 from dualview.cli import data as data_cli
+from dualview.cli import eval as eval_cli
 from dualview.cli import gold as gold_cli
 from dualview.cli import mix as mix_cli
 from dualview.cli import synth as synth_cli
@@ -26,6 +27,7 @@ app = typer.Typer(
 
 # Each stage module exposes ``register(app)``; keep one line per stage here.
 data_cli.register(app)
+eval_cli.register(app)
 gold_cli.register(app)
 mix_cli.register(app)
 synth_cli.register(app)

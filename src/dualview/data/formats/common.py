@@ -73,8 +73,15 @@ def map_rows(
         yield from convert(row, line_number)
 
 
+def join_query_instruction(
+    query: str, instruction: str, template: str = "{query} {instruction}"
+) -> str:
+    """``template`` filled with query and instruction; the bare query when there is none."""
+    if not instruction.strip():
+        return query
+    return template.format(query=query, instruction=instruction).strip()
+
+
 def query_text(record: Record, template: str = "{query} {instruction}") -> str:
     """Query joined with its instruction (mteb/Promptriever style); bare query when none."""
-    if not record.instruction.strip():
-        return record.query
-    return template.format(query=record.query, instruction=record.instruction).strip()
+    return join_query_instruction(record.query, record.instruction, template)

@@ -1,0 +1,78 @@
+"""``dualview eval``: evaluate one or more models on instruction-following benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dualview.eval.benchmarks import BENCHMARKS
+from dualview.eval.run import EvalSettings, Summary, display_value, evaluate
+
+console = Console()
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="eval")(eval_command)
+
+
+def print_summary(summary: Summary) -> None:
+    table = Table(title="dualview eval (IR measures ×100)")
+    table.add_column("benchmark")
+    table.add_column("metric")
+    for model in summary.models:
+        table.add_column(model, justify="right")
+    for bench, metric, cells in summary.rows():
+        shown = ["-" if v is None else f"{display_value(metric, v):.2f}" for v in cells]
+        table.add_row(bench, metric, *shown)
+    console.print(table)
+
+
+def eval_command(
+    models: Annotated[
+        list[str],
+        typer.Argument(
+            help="Models: a folder, a Hub name, one of our checkpoints, embedded:minilm."
+        ),
+    ],
+    benchmarks: Annotated[
+        list[str],
+        typer.Option(
+            "--benchmarks",
+            "-b",
+            help=f"KIND[:SUBSET,...][=PATH], repeatable; KIND in {sorted(BENCHMARKS)}. "
+            "Without =PATH the data is fetched from the Hugging Face Hub.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
+    device: Annotated[
+        str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: auto).")
+    ] = None,
+    query_template: Annotated[
+        str, typer.Option(help="How query and instruction are joined.")
+    ] = "{query} {instruction}",
+    force_template: Annotated[
+        bool,
+        typer.Option(help="Use --query-template even where upstream puts the instruction first."),
+    ] = False,
+    query_prompt: Annotated[str | None, typer.Option(help="Literal prompt before queries.")] = None,
+    doc_prompt: Annotated[str | None, typer.Option(help="Literal prompt before documents.")] = None,
+    backend: Annotated[str, typer.Option(help="Search backend: auto, torch, faiss.")] = "auto",
+    cache: Annotated[bool, typer.Option(help="Use the on-disk embedding cache.")] = True,
+) -> None:
+    """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out."""
+    settings = EvalSettings(
+        query_template=query_template,
+        force_template=force_template,
+        query_prompt=query_prompt,
+        doc_prompt=doc_prompt,
+        backend=backend,
+        batch_size=batch_size,
+    )
+    summary = evaluate(models, benchmarks, out, settings=settings, device=device, cache=cache)
+    print_summary(summary)
+    console.print(f"results: {out}/ (summary.md, summary.json, one JSON per model and benchmark)")

@@ -1,0 +1,69 @@
+"""Benchmark loaders, one per benchmark, and :func:`load_benchmark` for ``KIND[:SUBSETS][=PATH]``.
+
+Local folder layouts are documented in each module and in ``docs/architecture/eval.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dualview.errors import DualviewError
+from dualview.eval.benchmarks.base import Benchmark, BenchmarkMeta, BenchmarkResult, EvalContext
+from dualview.eval.benchmarks.beir import Beir
+from dualview.eval.benchmarks.followir import FollowIR
+from dualview.eval.benchmarks.infosearch import InfoSearch
+from dualview.eval.benchmarks.instructir import InstructIR
+from dualview.eval.benchmarks.mair import MAIR
+from dualview.eval.benchmarks.paired import PairedInstructions
+
+BENCHMARKS: dict[str, type[Benchmark]] = {
+    "followir": FollowIR,
+    "infosearch": InfoSearch,
+    "mair": MAIR,
+    "instructir": InstructIR,
+    "paired": PairedInstructions,
+    "beir": Beir,
+}
+
+
+def parse_spec(spec: str) -> tuple[str, list[str] | None, Path | None]:
+    """``"mair:IFEval,InstructIR=/data/mair"`` -> ``("mair", ["IFEval", "InstructIR"], path)``.
+
+    Without ``=PATH`` the benchmark is fetched from the Hugging Face Hub by name.
+    """
+    head, sep, path = spec.partition("=")
+    kind, _, subset_text = head.partition(":")
+    kind = kind.strip().lower()
+    if kind not in BENCHMARKS:
+        raise DualviewError(
+            f"unknown benchmark {kind!r} in {spec!r}: use one of {sorted(BENCHMARKS)} "
+            "as KIND[:SUBSET,...][=PATH]"
+        )
+    subsets = [s.strip() for s in subset_text.split(",") if s.strip()] or None
+    return kind, subsets, Path(path).expanduser() if sep and path else None
+
+
+def load_benchmark(spec: str) -> Benchmark:
+    """Load a benchmark from its spec (see :func:`parse_spec`)."""
+    kind, subsets, path = parse_spec(spec)
+    if path is not None and not path.exists():
+        raise DualviewError(f"{path}: benchmark folder does not exist ({spec})")
+    return BENCHMARKS[kind](path, subsets)
+
+
+def spec_label(spec: str) -> str:
+    """Short name of a spec for file names and tables: ``kind`` or ``kind-subset+subset``."""
+    kind, subsets, _ = parse_spec(spec)
+    return kind if not subsets else f"{kind}-{'+'.join(subsets)}".replace("/", "_")
+
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "BenchmarkMeta",
+    "BenchmarkResult",
+    "EvalContext",
+    "load_benchmark",
+    "parse_spec",
+    "spec_label",
+]

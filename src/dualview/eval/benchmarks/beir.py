@@ -1,0 +1,64 @@
+"""Any BEIR folder: plain retrieval, to check that general retrieval does not collapse.
+
+Layout (:mod:`dualview.data.formats.beir`)::
+
+    <dir>/corpus.jsonl      {"_id", "title", "text"}
+    <dir>/queries.jsonl     {"_id", "text"}
+    <dir>/qrels/test.tsv    query-id <TAB> corpus-id <TAB> score   (header line)
+
+Every judged query is searched over the whole corpus (top 100). Reported: ``nDCG@10``,
+``Recall@100`` and ``MRR@10`` (e.g. on ``../shared/data/msmarco-1743``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dualview.data.formats.beir import load_beir
+from dualview.errors import DataError
+from dualview.eval.benchmarks.base import (
+    Benchmark,
+    BenchmarkMeta,
+    BenchmarkResult,
+    EvalContext,
+    hub_snapshot,
+    retrieve,
+)
+from dualview.eval.metrics import ir_metrics
+
+METRICS = ("nDCG@10", "Recall@100", "MRR@10")
+TOP_K = 100
+
+
+class Beir(Benchmark):
+    """BEIR nDCG@10 / Recall@100 / MRR@10 (see module docstring)."""
+
+    meta = BenchmarkMeta(
+        name="beir",
+        description="Plain retrieval on a BEIR folder",
+        reference="https://arxiv.org/abs/2104.08663",
+        main_score="nDCG@10",
+        hub_dataset="BeIR/<name> (give the repository as the subset: beir:BeIR/scifact)",
+    )
+
+    def __init__(self, path: Path | None, subsets: list[str] | None = None, split: str = "test"):
+        if path is None:
+            if not subsets:
+                raise DataError("beir", None, "subsets", "name the Hub repository: beir:ORG/NAME")
+            path = hub_snapshot(subsets[0])
+        folder = Path(path)
+        self.data = load_beir(folder, split)
+        self.files = [folder / "corpus.jsonl", folder / "queries.jsonl"]
+        self.files.append(folder / "qrels" / f"{split}.tsv")
+
+    def evaluate(self, ctx: EvalContext) -> BenchmarkResult:
+        qids = [q for q in self.data.qrels if q in self.data.queries]
+        queries = {q: self.data.queries[q] for q in qids}
+        run = retrieve(ctx, queries, self.data.corpus, min(TOP_K, len(self.data.corpus)))
+        result = BenchmarkResult()
+        scores = ir_metrics({q: self.data.qrels[q] for q in qids}, run, METRICS)
+        for name in METRICS:
+            result.add(name, scores[name])
+        result.counts["queries"] = len(qids)
+        result.counts["documents"] = len(self.data.corpus)
+        return result

@@ -1,0 +1,204 @@
+"""Evaluate models on benchmarks: one JSON per (model, benchmark), a summary table.
+
+:func:`evaluate` is the library entry point behind ``dualview eval``::
+
+    from dualview.eval.run import evaluate
+    summary = evaluate(["embedded:minilm"], ["beir=../shared/data/msmarco-1743"], "out/eval")
+    print(summary.table())
+
+Output, under ``out_dir``:
+
+- ``<model>/<benchmark>.json``: metrics, per-query values, counts, the model fingerprint and
+  name, the data fingerprint and files, the settings, library versions, start time, seconds;
+- ``summary.json`` and ``summary.md``: every metric of every benchmark, one column per model.
+
+A result file whose model fingerprint, data fingerprint and settings match the current call
+is reused instead of recomputed, so an interrupted multi-model run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from dualview.data.jsonl import AtomicJsonlWriter
+from dualview.eval.benchmarks import load_benchmark, spec_label
+from dualview.eval.benchmarks.base import Benchmark, EvalContext
+from dualview.eval.encode import Encoder
+
+PACKAGES = ("dualview", "torch", "transformers", "sentence-transformers", "pytrec-eval-terrier")
+
+
+@dataclass
+class EvalSettings:
+    """Everything besides model and data that changes the numbers (stored in each result)."""
+
+    query_template: str = "{query} {instruction}"
+    force_template: bool = False
+    query_prompt: str | None = None
+    doc_prompt: str | None = None
+    backend: str = "auto"
+    batch_size: int = 32
+
+
+@dataclass
+class Summary:
+    """Metrics per model and benchmark: ``values[model][benchmark][metric]``."""
+
+    models: list[str]
+    benchmarks: list[str]
+    values: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, str, list[float | None]]]:
+        """``(benchmark, metric, [value per model])``, metrics in first-seen order."""
+        out = []
+        for bench in self.benchmarks:
+            metrics: dict[str, None] = {}
+            for model in self.models:
+                metrics.update(dict.fromkeys(self.values.get(model, {}).get(bench, {})))
+            for metric in metrics:
+                cells = [self.values.get(m, {}).get(bench, {}).get(metric) for m in self.models]
+                out.append((bench, metric, cells))
+        return out
+
+    def table(self) -> str:
+        """Markdown table, one column per model."""
+        head = "| benchmark | metric | " + " | ".join(self.models) + " |"
+        sep = "|---|---|" + "---:|" * len(self.models)
+        lines = [head, sep]
+        for bench, metric, cells in self.rows():
+            shown = ["-" if v is None else f"{display_value(metric, v):.2f}" for v in cells]
+            lines.append(f"| {bench} | {metric} | " + " | ".join(shown) + " |")
+        return "\n".join(lines)
+
+
+def display_value(metric: str, value: float) -> float:
+    """Show IR measures (fractions) ×100 like p-MRR and accuracy, as the papers do."""
+    return value if "p-MRR" in metric or "accuracy" in metric else 100.0 * value
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def model_slug(name: str) -> str:
+    """File-system-safe folder name for a model name or path."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")).strip("_") or "model"
+
+
+def _reusable(path: Path, model_fp: str, data_fp: str, settings: dict[str, Any]) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, OSError):
+        return None
+    same = (
+        old.get("model", {}).get("fingerprint") == model_fp
+        and old.get("benchmark", {}).get("data_fingerprint") == data_fp
+        and old.get("settings") == settings
+    )
+    return old if same else None
+
+
+def run_one(
+    encoder: Encoder,
+    model_name: str,
+    spec: str,
+    bench: Benchmark,
+    settings: EvalSettings,
+    out_path: Path,
+) -> dict[str, Any]:
+    """Evaluate one model on one benchmark and write its JSON (or reuse a matching one)."""
+    data_fp = bench.fingerprint()
+    settings_dict = asdict(settings)
+    old = _reusable(out_path, encoder.fingerprint, data_fp, settings_dict)
+    if old is not None:
+        return old
+    ctx = EvalContext(
+        encoder=encoder,
+        query_template=settings.query_template,
+        force_template=settings.force_template,
+        query_prompt=settings.query_prompt,
+        doc_prompt=settings.doc_prompt,
+        backend=settings.backend,
+    )
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    result = bench.evaluate(ctx)
+    payload = {
+        "benchmark": {
+            "spec": spec,
+            "label": spec_label(spec),
+            **asdict(bench.meta),
+            "data_fingerprint": data_fp,
+            "files": [str(f) for f in bench.files],
+        },
+        "model": {
+            "name": model_name,
+            "fingerprint": encoder.fingerprint,
+            "dim": encoder.dim,
+            "max_seq_length": getattr(encoder.model, "max_seq_length", None),
+        },
+        "settings": settings_dict,
+        "metrics": result.metrics,
+        "counts": result.counts,
+        "per_query": result.per_query,
+        "versions": versions(),
+        "started_at": started,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    with AtomicJsonlWriter(out_path) as writer:
+        writer.write(payload)
+    return payload
+
+
+def evaluate(
+    models: list[str],
+    benchmarks: list[str],
+    out_dir: str | Path,
+    settings: EvalSettings | None = None,
+    device: str | None = None,
+    cache: bool = True,
+) -> Summary:
+    """Evaluate every model on every benchmark spec (``KIND[:SUBSETS][=PATH]``).
+
+    Benchmarks are loaded (and validated) before any model runs, so a bad path fails fast.
+    """
+    settings = settings or EvalSettings()
+    out_dir = Path(out_dir)
+    loaded = [(spec, spec_label(spec), load_benchmark(spec)) for spec in benchmarks]
+    summary = Summary(models=list(models), benchmarks=[label for _, label, _ in loaded])
+    for model_name in models:
+        encoder = Encoder(model_name, batch_size=settings.batch_size, device=device, cache=cache)
+        for spec, label, bench in loaded:
+            path = out_dir / model_slug(model_name) / f"{label}.json"
+            payload = run_one(encoder, model_name, spec, bench, settings, path)
+            summary.values.setdefault(model_name, {})[label] = payload["metrics"]
+            summary.files.append(path)
+        encoder.close()
+    write_summary(summary, out_dir)
+    return summary
+
+
+def write_summary(summary: Summary, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with AtomicJsonlWriter(out_dir / "summary.json") as writer:
+        writer.write(
+            {"models": summary.models, "benchmarks": summary.benchmarks, "values": summary.values}
+        )
+    (out_dir / "summary.md").write_text(summary.table() + "\n", encoding="utf-8")
