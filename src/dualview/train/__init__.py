@@ -1,0 +1,1 @@
+"""Bi-encoder training: model, batching, losses, trainer (see docs/architecture/train.md)."""

@@ -1,0 +1,86 @@
+"""Configuration of ``dualview train`` (YAML, strict: unknown keys are errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from dualview.config import StrictModel
+
+Pooling = Literal["cls", "mean", "last_token"]
+ViewPolicy = Literal["together", "separate", "random"]
+Objective = Literal["infonce", "inf_univariate", "inf_multivariate"]
+MarginalSet = Literal["P", "I", "IQ"]
+
+
+class ModelConfig(StrictModel):
+    """The bi-encoder: backbone, pooling and text shaping."""
+
+    name_or_path: str = "embedded:minilm"
+    pooling: Pooling = "mean"
+    normalize: bool = True
+    trust_remote_code: bool = False
+    query_max_length: int = Field(512, gt=0)
+    document_max_length: int = Field(512, gt=0)
+    # How a query and its instruction are joined (the paper concatenates).
+    query_template: str = "{query} {instruction}"
+
+
+class DataConfig(StrictModel):
+    """Training file (the output of ``dualview mix``) and how batches are built."""
+
+    train_file: Path
+    num_negatives: int = Field(30, ge=0)
+    view_policy: ViewPolicy = "together"
+    drop_last: bool = True
+
+
+class LossConfig(StrictModel):
+    """Which objective, and its temperature."""
+
+    objective: Objective = "infonce"
+    temperature: float = Field(0.02, gt=0)
+    in_batch_negatives: bool = False
+    # InF-Embed: which marginal-negative sets enter the objective.
+    inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"])
+
+    @model_validator(mode="after")
+    def _sets_not_empty(self) -> LossConfig:
+        if self.objective != "infonce" and not self.inf_sets:
+            raise ValueError("inf_sets: an InF-Embed objective needs at least one set")
+        return self
+
+
+class OptimConfig(StrictModel):
+    """AdamW with warm-up and a decay schedule."""
+
+    lr: float = Field(2e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_steps: int = Field(0, ge=0)
+    warmup_ratio: float = Field(0.0, ge=0, le=1)
+    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    max_grad_norm: float | None = 1.0
+
+
+class TrainConfig(StrictModel):
+    """Everything ``dualview train CONFIG.yaml`` needs."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig
+    loss: LossConfig = Field(default_factory=LossConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    output_dir: Path
+    batch_size: int = Field(32, gt=0)  # queries per (global) batch
+    grad_accumulation_steps: int = Field(1, gt=0)
+    gradcache_chunk_size: int | None = Field(None, gt=0)
+    epochs: int = Field(1, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    seed: int = 42
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    checkpoint_every: int = Field(500, gt=0)
+    keep_checkpoints: int = Field(2, gt=0)
+    log_every: int = Field(1, gt=0)
+    tracking: Literal["none", "tensorboard", "wandb"] = "none"
+    deepspeed_config: Path | None = None

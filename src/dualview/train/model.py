@@ -1,0 +1,171 @@
+"""The bi-encoder: a Hugging Face backbone + pooling (cls | mean | last-token) + L2 norm.
+
+Queries and documents share one backbone and differ only in their text and maximum length.
+A query's text is the query joined with its instruction through a template
+(:func:`dualview.data.formats.common.query_text`); a document's text is its title and text.
+
+:meth:`BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
+Normalize, per-task lengths, empty prompts because the instruction is already in the text)
+plus ``dualview_train.yaml`` (our config) and ``data_manifest.json`` (the mix manifest), so
+``SentenceTransformer(path).encode_query(query_text(record))`` reproduces our embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+from dualview.data.formats.common import query_text
+from dualview.data.schema import Document, Record
+from dualview.resources import resolve_model_path
+from dualview.train.config import ModelConfig
+
+TextKind = Literal["query", "document"]
+# Our pooling names -> sentence-transformers' pooling_mode.
+ST_POOLING = {"cls": "cls", "mean": "mean", "last_token": "lasttoken"}
+MODEL_INFO_FILE = "dualview_model.json"
+
+
+def record_query_text(record: Record, template: str) -> str:
+    """The text a query is encoded from: query + instruction through ``template``."""
+    return query_text(record, template)
+
+
+def document_text(document: Document) -> str:
+    """The text a document is encoded from: ``title text`` (or the text alone)."""
+    title = document.title.strip()
+    return f"{title} {document.text}" if title else document.text
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Pool token states ``hidden`` [B, T, H] under attention ``mask`` [B, T] to [B, H].
+
+    - ``cls``: the first token;
+    - ``mean``: average of the unmasked tokens;
+    - ``last_token``: the last unmasked token (works for left and right padding).
+    """
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "mean":
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    if mode == "last_token":
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        last = (mask.long() * positions).argmax(dim=1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    raise ValueError(f"unknown pooling {mode!r}")
+
+
+class BiEncoder(nn.Module):
+    """Shared-weight query/document encoder; see the module docstring."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        path = resolve_model_path(config.name_or_path)
+        remote = config.trust_remote_code
+        self.backbone = AutoModel.from_pretrained(path, trust_remote_code=remote)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
+        if self.tokenizer.pad_token is None:  # decoders often lack one
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    @property
+    def dim(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    def max_length(self, kind: TextKind) -> int:
+        cfg = self.config
+        return cfg.query_max_length if kind == "query" else cfg.document_max_length
+
+    def tokenize(self, texts: list[str], kind: TextKind) -> dict[str, torch.Tensor]:
+        device = next(self.backbone.parameters()).device
+        batch = self.tokenizer(
+            texts,
+            padding=True,
+            truncation=True,
+            max_length=self.max_length(kind),
+            return_tensors="pt",
+        )
+        return {key: value.to(device) for key, value in batch.items()}
+
+    def forward(self, texts: list[str], kind: TextKind) -> torch.Tensor:
+        """Embeddings [len(texts), dim] (differentiable)."""
+        inputs = self.tokenize(texts, kind)
+        hidden = self.backbone(**inputs).last_hidden_state
+        embeddings = pool(hidden, inputs["attention_mask"], self.config.pooling)
+        if self.config.normalize:
+            embeddings = F.normalize(embeddings.float(), p=2, dim=-1)
+        return embeddings
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], kind: TextKind, batch_size: int = 64) -> torch.Tensor:
+        """Inference embeddings on CPU, in eval mode, batched."""
+        was_training = self.training
+        self.eval()
+        try:
+            parts = [
+                self(texts[i : i + batch_size], kind).float().cpu()
+                for i in range(0, len(texts), batch_size)
+            ]
+        finally:
+            self.train(was_training)
+        return torch.cat(parts) if parts else torch.empty(0, self.dim)
+
+    def save(
+        self,
+        path: str | Path,
+        train_config_yaml: str | None = None,
+        manifest: Path | None = None,
+    ) -> Path:
+        """Write a sentence-transformers folder (see module docstring); returns ``path``."""
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import (
+            Normalize,
+            Pooling,
+            Transformer,
+        )
+
+        path = Path(path)
+        cfg = self.config
+        with tempfile.TemporaryDirectory(prefix="dualview-save-") as tmp:
+            self.backbone.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            remote = {"trust_remote_code": True} if cfg.trust_remote_code else {}
+            transformer = Transformer(
+                tmp,
+                max_seq_length=max(cfg.query_max_length, cfg.document_max_length),
+                query_length=cfg.query_max_length,
+                document_length=cfg.document_max_length,
+                model_kwargs=remote or None,
+                config_kwargs=remote or None,
+                processor_kwargs=remote or None,
+            )
+            modules: list[nn.Module] = [transformer, Pooling(self.dim, ST_POOLING[cfg.pooling])]
+            if cfg.normalize:
+                modules.append(Normalize())
+            st_model = SentenceTransformer(
+                modules=modules, prompts={"query": "", "document": ""}, device="cpu"
+            )
+            if path.exists():
+                shutil.rmtree(path)
+            st_model.save(str(path))
+        info = {"query_template": cfg.query_template, "document_text": "title + ' ' + text"}
+        (path / MODEL_INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        if train_config_yaml is not None:
+            (path / "dualview_train.yaml").write_text(train_config_yaml, encoding="utf-8")
+        if manifest is not None and manifest.exists():
+            shutil.copyfile(manifest, path / "data_manifest.json")
+        return path
+
+
+def manifest_path(train_file: Path) -> Path:
+    """Where ``dualview mix`` writes the manifest of ``train_file``."""
+    return train_file.with_name(train_file.name + ".manifest.json")
