@@ -85,6 +85,13 @@ def test_keyword_leak_flagged_when_reversed_side_has_no_cue(tmp_path: Path) -> N
     assert [f.kind for f in findings] == ["leak"] and "dimeticone" in findings[0].detail
 
 
+def test_keyword_also_in_a_negative_is_flagged(tmp_path: Path) -> None:
+    planted = _keyword_instance("The page must not mention dimeticone at all.")
+    _append(planted["instruction_negatives"][1], "no dimeticone here")
+    findings = _findings(tmp_path, planted)
+    assert [f.kind for f in findings] == ["leak"] and "no instruction keyword" in findings[0].detail
+
+
 def test_nearly_equal_reversal_is_flagged(tmp_path: Path) -> None:
     planted = instance(number=2)
     planted["reversed_instruction"] = planted["instruction"].replace("children", "childrens")

@@ -13,6 +13,8 @@ Three kinds of finding, each naming the instance, its file and line:
   reversed side is consistent: the reversed instruction names the leaked word too (it asks
   for passages *without* it, so the lexical cue points the wrong way in the dual view), or
   it has a mirror keyword of its own that occurs in N* and not in the other passages.
+  Conversely, a ``keyword_inclusion`` instance is flagged when *no* instruction word
+  isolates P+ (the keyword is missing from P+ or also occurs in an instruction negative).
 - ``equal_reversal``: the reversed instruction equals the original after normalization, or
   their character ratio is >= ``max_reversal_ratio``.
 """
@@ -143,6 +145,8 @@ def _leaks(inst: GoldInstance, rare: set[str]) -> list[str]:
     orig = leaked_words(inst.instruction, pos, [nstar, *others], rare)
     rev = leaked_words(inst.reversed_instruction, nstar, [pos, *others], rare)
     if inst.constraint_type == "keyword_inclusion":
+        if not orig:
+            return ["no instruction keyword occurs in P+ and in none of the instruction negatives"]
         rev_stems = content_stems(inst.reversed_instruction)
         consistent = bool(rev) or orig <= rev_stems
         if consistent:
