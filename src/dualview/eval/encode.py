@@ -36,7 +36,7 @@ from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
 
 #: Texts encoded per cache commit; large enough to keep the model busy, small enough to resume.
-CHUNK_SIZE = 4096
+CHUNK_SIZE = 1024
 #: SQLite caps the number of ``?`` parameters per statement.
 _LOOKUP_BATCH = 900
 
