@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -138,11 +139,14 @@ def test_orig_and_dv_records() -> None:
 
 
 def _instances(domains: dict[str, int]) -> list[gold.GoldInstance]:
-    return [
-        gold.GoldInstance.model_validate(instance(domain=d, number=i))
-        for d, n in domains.items()
-        for i in range(1, n + 1)
-    ]
+    """``n`` instances per domain, constraint types assigned in turn."""
+    out = []
+    for d, n in domains.items():
+        for i in range(1, n + 1):
+            raw = instance(domain=d, number=i)
+            raw["constraint_type"] = gold.CONSTRAINT_TYPES[i % len(gold.CONSTRAINT_TYPES)]
+            out.append(gold.GoldInstance.model_validate(raw))
+    return out
 
 
 def test_extra_hard_negatives_come_from_other_instances_of_the_domain() -> None:
@@ -175,6 +179,8 @@ def test_split_is_stratified_deterministic_and_keeps_views_together() -> None:
         test_ids = [k for k, v in split.items() if k.startswith(domain) and v == "test"]
         assert len(test_ids) == -(-n // 4)
     assert gold.assign_splits(list(reversed(instances))) == split
+    test_types = Counter(i.constraint_type for i in instances if split[i.instance] == "test")
+    assert sum(test_types.values()) == 2 + 4 and max(test_types.values()) == 1
     records = list(gold.iter_gold_records(instances))
     per_instance = {}
     for record in records:

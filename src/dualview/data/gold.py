@@ -13,10 +13,11 @@ record (the dual view under the gold reversed instruction):
 
 Each record gets ``n_hard`` hard negatives: the two written ones plus deterministic extras
 drawn from other instances of the same domain (their hard negatives or positives, never a
-document of the instance itself). The train/test split is fixed by instance: within each
-domain, instances are ordered by a hash of their id and the first ``ceil(test_fraction * n)``
-go to test. :func:`build` writes ``train.jsonl``, ``test.jsonl``, ``counts.json`` and the
-counts table of ``CARD.md``; :func:`load_gold` reads a split back as records.
+document of the instance itself). The train/test split is fixed by instance: each domain
+gives ``ceil(test_fraction * n)`` instances to test, chosen by hash so that constraint types
+are balanced over the test split (:func:`assign_splits`). :func:`build` writes
+``train.jsonl``, ``test.jsonl``, ``counts.json`` and the counts table of ``CARD.md``;
+:func:`load_gold` reads a split back as records.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,17 +243,33 @@ def _rank_key(*parts: str) -> str:
 def assign_splits(
     instances: Iterable[GoldInstance], test_fraction: float = DEFAULT_TEST_FRACTION
 ) -> dict[str, str]:
-    """Instance id -> split. Per domain, the ``ceil(test_fraction * n)`` instances whose id
-    hashes lowest go to test; the rest to train. Deterministic and stratified by domain."""
-    by_domain: dict[str, list[str]] = defaultdict(list)
+    """Instance id -> split: ``ceil(test_fraction * n)`` test instances per domain, chosen so
+    that constraint types are as balanced as possible in the whole test split.
+
+    Domains are taken in name order; each test slot goes to the constraint type with the
+    fewest test instances so far (among those the domain still has; ties broken by a hash of
+    domain and type), and within that type to the instance whose id hashes lowest. The rest
+    is train. Deterministic: it depends only on the instance ids, domains and types.
+    """
+    by_domain: dict[str, list[GoldInstance]] = defaultdict(list)
     for inst in instances:
-        by_domain[inst.domain].append(inst.instance)
+        by_domain[inst.domain].append(inst)
+    test_per_type: Counter[str] = Counter()
     split: dict[str, str] = {}
-    for ids in by_domain.values():
-        ordered = sorted(ids, key=lambda i: _rank_key("gold-split", i))
-        n_test = math.ceil(test_fraction * len(ordered)) if len(ordered) > 1 else 0
-        for rank, inst_id in enumerate(ordered):
-            split[inst_id] = "test" if rank < n_test else "train"
+    for domain in sorted(by_domain):
+        pending = sorted(by_domain[domain], key=lambda i: _rank_key("gold-split", i.instance))
+        n = len(pending)
+        n_test = math.ceil(test_fraction * n) if n > 1 else 0
+        for _ in range(n_test):
+            ctype = min(
+                {i.constraint_type for i in pending},
+                key=lambda t: (test_per_type[t], _rank_key("gold-split", domain, t)),
+            )
+            chosen = next(i for i in pending if i.constraint_type == ctype)
+            pending.remove(chosen)
+            test_per_type[ctype] += 1
+            split[chosen.instance] = "test"
+        split.update({i.instance: "train" for i in pending})
     return split
 
 
