@@ -11,10 +11,13 @@ read from the environment variable named by ``api_key_env`` and never appears in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import os
 import random
+import ssl
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -54,6 +57,39 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> 
     return min(cap, base * (2**attempt)) * (0.5 + 0.5 * rng.random())
 
 
+class ClientPool:
+    """Several small ``httpx.AsyncClient`` instead of one big one.
+
+    httpcore's connection pool does work linear in its number of connections on every request,
+    so one client with hundreds of concurrent requests spends most of the CPU in bookkeeping.
+    A request goes to the least busy client; a new client opens when all have ``per_client``
+    requests in flight.
+    """
+
+    def __init__(self, factory: Callable[[], httpx.AsyncClient], per_client: int = 8) -> None:
+        self._factory = factory
+        self.per_client = per_client
+        self._clients: list[httpx.AsyncClient] = []
+        self._load: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def client(self) -> AsyncIterator[httpx.AsyncClient]:
+        index = min(range(len(self._load)), key=self._load.__getitem__, default=-1)
+        if index < 0 or self._load[index] >= self.per_client:
+            self._clients.append(self._factory())
+            self._load.append(0)
+            index = len(self._clients) - 1
+        self._load[index] += 1
+        try:
+            yield self._clients[index]
+        finally:
+            self._load[index] -= 1
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+
+
 def _scrub(text: str, secret: str | None) -> str:
     """A server message made safe to show: the key removed, long bodies shortened."""
     if secret:
@@ -74,11 +110,15 @@ class OpenAIBackend:
         self._key = self._read_key(config.api_key_env)
         self._rng = rng or random.Random()
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        self._client = httpx.AsyncClient(
-            base_url=config.base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx.Timeout(config.timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        tls = ssl.create_default_context()  # built once: loading CA certificates is slow
+        self._clients = ClientPool(
+            lambda: httpx.AsyncClient(
+                base_url=(config.base_url or "").rstrip("/"),
+                headers=headers,
+                timeout=httpx.Timeout(config.timeout_s),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                verify=tls,
+            )
         )
 
     @staticmethod
@@ -112,7 +152,8 @@ class OpenAIBackend:
             started = time.perf_counter()
             wait_hint: float | None = None
             try:
-                response = await self._client.post("/chat/completions", json=payload)
+                async with self._clients.client() as client:
+                    response = await client.post("/chat/completions", json=payload)
             except httpx.TimeoutException:
                 last_problem = f"timed out after {self.config.timeout_s:g} s"
             except httpx.TransportError as exc:
@@ -161,4 +202,4 @@ class OpenAIBackend:
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._clients.aclose()

@@ -1,0 +1,156 @@
+"""Synthesis runner throughput against a stub LLM server with a fixed latency.
+
+The stub (``python -m dualview.synth.testing``) runs in its own process and answers every
+request after ``--latency`` seconds (250 ms by default). The runner (reverse task, OpenAI HTTP
+backend, cache, ordered output) runs here at concurrency 1, 16, 64 and 256. With a fixed
+latency L and concurrency C the ideal rate is C / L records per second; the table shows the
+measured rate, its share of the ideal (goal: >= 0.8 at 64), and the runner's own CPU time per
+record (this process only; the stub's CPU is not counted). Records are built from the real MS
+MARCO passages in ``../shared/data/msmarco-1743`` so that prompts have realistic sizes.
+
+Writes ``benchmarks/results/synth_throughput.json``. On a shared machine other jobs slow the
+numbers down: the load average is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dualview.data.formats.beir import read as read_beir
+from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.schema import Record
+from dualview.synth.backends.base import BackendConfig, SamplingParams
+from dualview.synth.backends.openai_http import OpenAIBackend
+from dualview.synth.reverse import ReverseTask
+from dualview.synth.runner import Runner, RunnerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+MSMARCO = ROOT.parent / "shared" / "data" / "msmarco-1743"
+RESULTS = ROOT / "benchmarks" / "results" / "synth_throughput.json"
+
+
+def make_records(n: int) -> list[Record]:
+    """``n`` orig records: MS MARCO query + positive, the next query's passage as N*."""
+    plain = list(read_beir(MSMARCO))
+    records = []
+    for i in range(n):
+        row, other = plain[i % len(plain)], plain[(i + 1) % len(plain)]
+        records.append(
+            Record(
+                id=f"b{i}",
+                view="orig",
+                query=row.query,
+                instruction="Relevant passages give a direct, factual answer with numbers.",
+                positives=row.positives,
+                instruction_negatives=other.positives,
+            )
+        )
+    return records
+
+
+def start_stub(latency: float) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dualview.synth.testing", "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    url = process.stdout.readline().strip() if process.stdout else ""
+    if not url.startswith("http"):
+        process.kill()
+        raise SystemExit("the stub server did not start")
+    return process, url
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by another process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, concurrency: int, records: list[Record], workdir: Path) -> dict:
+    source = workdir / f"in-{concurrency}.jsonl"
+    write_jsonl(source, records)
+    task = ReverseTask()
+    backend = OpenAIBackend(BackendConfig(kind="openai", model="stub", base_url=url))
+    runner = Runner(task, backend, SamplingParams(), RunnerConfig(concurrency=concurrency))
+    cpu, wall = time.process_time(), time.perf_counter()
+    stats = runner.run(lambda: task.units(iter_records(source)), workdir / f"out-{concurrency}")
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    assert stats["outcomes"]["ok"] == len(records), stats["outcomes"]
+    return {"records": len(records), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.25)
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument("--rounds", type=int, default=6, help="records = rounds x concurrency")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    os.environ.setdefault("DUALVIEW_NO_PROGRESS", "1")
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    process, url = start_stub(args.latency)
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for level in args.levels:
+                n = max(args.rounds * level, 24)
+                stub_cpu = process_cpu_s(process.pid)
+                result = measure(url, level, make_records(n), Path(tmp))
+                stub_cpu = process_cpu_s(process.pid) - stub_cpu
+                ideal = level / args.latency
+                rate = result["records"] / result["wall_s"]
+                rows.append(
+                    {
+                        "concurrency": level,
+                        **result,
+                        "records_per_s": round(rate, 2),
+                        "ideal_per_s": round(ideal, 2),
+                        "share_of_ideal": round(rate / ideal, 3),
+                        "runner_cpu_ms_per_record": round(1000 * result["cpu_s"] / n, 3),
+                        "stub_cpu_ms_per_record": round(1000 * stub_cpu / n, 3),
+                    }
+                )
+    finally:
+        process.kill()
+    report = {
+        "benchmark": "synth_throughput",
+        "latency_s": args.latency,
+        "results": rows,
+        "goal": "share_of_ideal >= 0.8 at concurrency 64",
+        "goal_met": any(r["concurrency"] == 64 and r["share_of_ideal"] >= 0.8 for r in rows),
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_before": load_before,
+            "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            "note": "shared machine: other jobs were running; rates are lower bounds",
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"stub latency {args.latency * 1000:.0f} ms; load avg {load_before}")
+    print(
+        f"{'conc':>5} {'records':>8} {'rec/s':>8} {'ideal':>8} {'share':>6} "
+        f"{'runner cpu ms/rec':>18} {'stub cpu ms/rec':>16}"
+    )
+    for r in rows:
+        print(
+            f"{r['concurrency']:>5} {r['records']:>8} {r['records_per_s']:>8.1f} "
+            f"{r['ideal_per_s']:>8.1f} {r['share_of_ideal']:>6.2f} "
+            f"{r['runner_cpu_ms_per_record']:>18.2f} {r['stub_cpu_ms_per_record']:>16.2f}"
+        )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
