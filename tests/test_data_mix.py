@@ -238,3 +238,32 @@ def test_bad_line_is_located(inputs, tmp_path):
     bad.write_text(json.dumps({"id": "z", "view": "orig", "query": "q", "positives": []}) + "\n")
     with pytest.raises(DualviewError, match=r"bad.jsonl:1: positives"):
         build_mix([*inputs, bad], preset_config("ins-orig", 4), tmp_path / "x.jsonl")
+
+
+def test_padding_drop_removes_whole_instances(inputs, tmp_path):
+    config = preset_config("all-dv", 40, seed=6)
+    config.negatives.padding = "drop"
+    out = tmp_path / "mix.jsonl"
+    result = build_mix(inputs, config, out)
+    records = list(iter_records(out))
+    origs = {r.id for r in records if r.view == "orig"}
+    assert {r.parent_id for r in records if r.view == "dv"} == origs
+    assert all(len(r.negatives()) == 30 for r in records)
+    dropped_units = result.manifest["negatives"]["dropped_units"]
+    assert dropped_units > 0 and len(records) == 40 - 2 * dropped_units
+
+
+def test_padding_random_fills_every_record(inputs, tmp_path):
+    config = preset_config("ins-dv", 20, seed=6)
+    config.negatives.padding = "random"
+    out = tmp_path / "mix.jsonl"
+    result = build_mix(inputs, config, out)
+    records = list(iter_records(out))
+    assert all(len(r.negatives()) == 30 for r in records)
+    assert result.manifest["negatives"]["padded_records"] > 0
+    for record in records:
+        i = int((record.parent_id or record.id)[1:])
+        hard = [d.id for d in record.hard_negatives]
+        assert hard[0] == f"h{i}-0"  # the record's own hard negatives come before the padding
+        # never a family positive: the orig/plain positive p<i>, the dv positive i<i>-<last>
+        assert not {f"p{i}", f"i{i}-{i % 5}"} & set(hard)

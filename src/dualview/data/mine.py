@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -133,10 +133,7 @@ class MiningStats:
     records: int = 0
     mined: int = 0
     short: int = 0
-    rejected: Counter = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.rejected = Counter()
+    rejected: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -40,7 +40,7 @@ from dualview.data.jsonl import AtomicJsonlWriter
 from dualview.data.manifest import file_sha256, write_manifest
 from dualview.data.negatives import NegativeConfig, SelectionStats, select_negatives
 from dualview.data.record_index import Entry, RecordIndex
-from dualview.data.schema import View
+from dualview.data.schema import Record, View
 from dualview.errors import ConfigError, DualviewError
 from dualview.progress import track
 
@@ -236,17 +236,16 @@ def write_mix(index: RecordIndex, plan: MixPlan, config: MixConfig, out: str | P
     out = Path(out)
     stats = SelectionStats()
     written: Counter = Counter()
-    entries = [e for unit in plan.units for e in unit]
+    dropped_units = 0
     with AtomicJsonlWriter(out) as writer:
-        for entry in track(entries, description=f"writing {config.name}"):
-            record = index.load(entry)
-            known = index.known_positives.for_record(record.id)
-            selected = select_negatives(
-                record, config.negatives, config.seed, known, index.pool, stats
-            )
-            if selected is not None:
-                writer.write(selected)
-                written[selected.view] += 1
+        for unit in track(plan.units, description=f"writing {config.name}"):
+            selected = [_select(index, entry, config, stats) for entry in unit]
+            if any(r is None for r in selected):  # padding: drop removes the whole instance
+                dropped_units += 1
+                continue
+            for record in selected:
+                writer.write(record)
+                written[record.view] += 1
     manifest = {
         "kind": "dualview.mix",
         "dualview_version": __version__,
@@ -258,12 +257,20 @@ def write_mix(index: RecordIndex, plan: MixPlan, config: MixConfig, out: str | P
         "counts": dict(sorted(written.items())),
         "records": sum(written.values()),
         "eligibility": plan.eligibility,
-        "negatives": stats.to_dict(),
+        "negatives": {**stats.to_dict(), "dropped_units": dropped_units},
         "sources": [s.to_dict() for s in index.sources],
         "output": {"file": out.name, "sha256": file_sha256(out)},
     }
     write_manifest(out, manifest)
     return MixResult(out, dict(written), stats, manifest)
+
+
+def _select(
+    index: RecordIndex, entry: Entry, config: MixConfig, stats: SelectionStats
+) -> Record | None:
+    record = index.load(entry)
+    known = index.known_positives.for_record(record.id)
+    return select_negatives(record, config.negatives, config.seed, known, index.pool, stats)
 
 
 def build_mix(inputs: Sequence[str | Path], config: MixConfig, out: str | Path) -> MixResult:

@@ -15,7 +15,8 @@ Every training record gets at most ``total`` (default 30) negatives:
 
    - ``keep`` (default): keep the record with fewer negatives (the trainer's relation matrix
      masks the missing columns); counted as ``short``.
-   - ``drop``: drop the record; counted as ``dropped``. This shrinks the mix below its size.
+   - ``drop``: drop the record; counted as ``dropped``. This shrinks the mix below its size;
+     a mix drops the whole instance (both views) so that pairs stay complete.
    - ``random``: fill with random passages from a pool (the mix draws it from all input
      documents), never a document of the record or a known positive of its family; counted
      as ``padded_records`` / ``padded_documents``. If the pool runs dry the record stays short.
