@@ -31,7 +31,7 @@ def instance(domain: str = "alpha", number: int = 1, n_negatives: int = 2) -> di
         "instance": key,
         "domain": domain,
         "constraint_type": "audience",
-        "query": f"query {key}",
+        "query": f"query {words(key + '-q', 4)}",
         "instruction": "I want advice written for children; material for adults is not relevant.",
         "reversed_instruction": "I want advice written for adults; material for children is out.",
         "positive": passage(f"{key}-p"),

@@ -101,6 +101,14 @@ def test_nearly_equal_reversal_is_flagged(tmp_path: Path) -> None:
     assert _findings(tmp_path / "b", planted, relaxed) == []
 
 
+def test_repeated_query_is_flagged(tmp_path: Path) -> None:
+    planted = instance(number=2)
+    planted["query"] = instance(number=1)["query"].upper() + "?"
+    findings = _findings(tmp_path, planted)
+    assert [(f.instance, f.kind) for f in findings] == [("alpha-002", "same_query")]
+    assert "alpha-001" in findings[0].detail
+
+
 def test_helpers() -> None:
     assert stem("adults") == stem("adult") and stem("tested") == "test"
     assert shingle_jaccard(words("a"), words("a")) == 1.0

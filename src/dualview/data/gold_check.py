@@ -17,6 +17,9 @@ Three kinds of finding, each naming the instance, its file and line:
   isolates P+ (the keyword is missing from P+ or also occurs in an instruction negative).
 - ``equal_reversal``: the reversed instruction equals the original after normalization, or
   their character ratio is >= ``max_reversal_ratio``.
+- ``same_query``: two instances ask (nearly) the same query: Jaccard of their content-word
+  stems >= ``max_query_jaccard``. Extra hard negatives are drawn from other instances of the
+  domain, so a second instance on the same query would turn its positives into false negatives.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class CheckConfig(StrictModel):
     max_char_ratio: float = 0.8
     max_leak_df: float = 0.05
     max_reversal_ratio: float = 0.95
+    max_query_jaccard: float = 0.8
     shingle_size: int = 3
 
 
@@ -167,6 +171,24 @@ def _equal_reversal(inst: GoldInstance, cfg: CheckConfig) -> list[str]:
     return []
 
 
+def _same_queries(located: list[LocatedInstance], cfg: CheckConfig) -> list[Finding]:
+    """Later instances whose query nearly repeats an earlier one's."""
+    findings = []
+    seen: list[tuple[str, set[str]]] = []
+    for li in located:
+        stems = content_stems(li.instance.query)
+        for other_id, other in seen:
+            union = stems | other
+            overlap = len(stems & other) / len(union) if union else 1.0
+            if overlap >= cfg.max_query_jaccard:
+                detail = f"query nearly repeats {other_id}'s (content-word Jaccard {overlap:.2f})"
+                findings.append(
+                    Finding(li.instance.instance, li.path, li.line, "same_query", detail)
+                )
+        seen.append((li.instance.instance, stems))
+    return findings
+
+
 def check_instances(
     located: list[LocatedInstance], config: CheckConfig | None = None
 ) -> list[Finding]:
@@ -186,4 +208,4 @@ def check_instances(
         }
         for kind, details in checks.items():
             findings.extend(Finding(inst.instance, li.path, li.line, kind, d) for d in details)
-    return findings
+    return findings + _same_queries(located, cfg)
