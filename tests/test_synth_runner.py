@@ -278,3 +278,12 @@ def test_cli_config_errors_are_one_line(tmp_path: Path, extra: list[str], messag
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_broken_custom_template_stops_the_run(tmp_path: Path) -> None:
+    template = tmp_path / "mine.jinja"
+    template.write_text("Query: {{ query }} and {{ no_such_variable }}")
+    task = ReverseTask(ReverseConfig(template=template))
+    runner = Runner(task, CountingBackend(), SamplingParams(), RunnerConfig())
+    with pytest.raises(DualviewError, match="no_such_variable"):
+        runner.run(lambda: task.units(iter_records(FIXTURE)), tmp_path / "o.jsonl")

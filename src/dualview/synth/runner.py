@@ -37,10 +37,9 @@ from pydantic import Field
 from dualview.config import StrictModel
 from dualview.data.jsonl import AtomicJsonlWriter
 from dualview.data.schema import Record
-from dualview.errors import ConfigError, DualviewError
+from dualview.errors import ConfigError
 from dualview.progress import make_progress
 from dualview.synth.backends.base import (
-    BackendError,
     ChatBackend,
     SamplingParams,
     TransientBackendError,
@@ -239,15 +238,12 @@ class Runner:
             raise real[0]
 
     async def _one(self, unit: list[Record]) -> Outcome:
-        """Run the task on one unit; transient failures become an ``error`` outcome."""
+        """Run the task on one unit; transient failures become an ``error`` outcome, anything
+        else (a backend that cannot work, a broken template) propagates and stops the run."""
         llm = LLM(self.backend, self.params, self.limits if self.limits.active else None)
         try:
             outcome = await self.task.run(unit, llm)
-        except (BackendError, asyncio.CancelledError):
-            raise
         except TransientBackendError as exc:
-            outcome = Outcome("error", reason=str(exc))
-        except DualviewError as exc:
             outcome = Outcome("error", reason=str(exc))
         return llm.stamp(outcome)
 

@@ -127,9 +127,10 @@ class StubServer:
                 body = await reader.readexactly(length) if length else b""
                 with self._lock:
                     self.requests += 1
-                reply = self.responder(json.loads(body or b"{}"))
+                request = json.loads(body or b"{}")
+                reply = self.responder(request)
                 await asyncio.sleep(self.latency_s + reply.delay_s)
-                writer.write(self._response(reply, json.loads(body or b"{}")))
+                writer.write(self._response(reply, request))
                 await writer.drain()
         writer.close()
 
