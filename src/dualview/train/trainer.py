@@ -1,0 +1,358 @@
+"""The training loop: accelerate for devices, precision and trackers; exact resume.
+
+One optimizer step = ``grad_accumulation_steps`` contrastive batches (each a full batch of
+``batch_size`` queries built by :mod:`dualview.train.batching`), each optionally encoded in
+GradCache chunks (:mod:`dualview.train.step`). Across processes every rank sees the same
+global batch, encodes its share, and parameter gradients are summed over ranks, so N
+processes compute the same update as one process with the whole batch.
+
+Checkpoints (every ``checkpoint_every`` steps and on SIGTERM) hold weights, optimizer,
+scheduler, RNG states and the data position; ``resume=True`` restarts from the latest one and
+reproduces the uninterrupted run. Per-step metrics go to stdout and ``train_log.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import nn
+from transformers import get_scheduler
+
+from dualview.data.jsonl import AppendJsonlWriter, iter_records
+from dualview.errors import ConfigError, DataError
+from dualview.progress import make_progress
+from dualview.train import checkpoint as ckpt
+from dualview.train.batching import Batch, BatchStream, DataPosition
+from dualview.train.config import LossConfig, OptimConfig, TrainConfig
+from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
+from dualview.train.model import BiEncoder, manifest_path
+from dualview.train.step import all_reduce_gradients, contrastive_step
+
+LOG_FILE = "train_log.jsonl"
+MODEL_DIR = "model"
+
+
+def build_loss(config: LossConfig) -> nn.Module:
+    """The configured objective as a module."""
+    if config.objective == "infonce":
+        return RelationInfoNCE(config.temperature, config.in_batch_negatives)
+    return InfEmbedLoss(config.inf_sets, config.objective == "inf_multivariate", config.temperature)
+
+
+def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
+    """AdamW; biases and normalisation weights are not decayed."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            (no_decay if param.ndim < 2 or "norm" in name.lower() else decay).append(param)
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int):
+    warmup = config.warmup_steps or round(config.warmup_ratio * total_steps)
+    name = "constant_with_warmup" if config.schedule == "constant" else config.schedule
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+
+
+def load_training_records(path: Path) -> list:
+    records = list(iter_records(path))
+    if not records:
+        raise DataError(path, None, "file", "no training records")
+    return records
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or interrupted) run produced."""
+
+    model_dir: Path | None
+    steps: int
+    interrupted: bool
+    first_loss: float | None
+    last_loss: float | None
+
+
+class StopRequested:
+    """SIGTERM handler: ask the loop to checkpoint and stop at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> StopRequested:
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not in the main thread
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+class Trainer:
+    """Train a :class:`BiEncoder` as configured; see the module docstring."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.accelerator = self._make_accelerator()
+        set_seed(config.seed)
+        self.model = BiEncoder(config.model).to(self.accelerator.device)
+        self.loss_fn = build_loss(config.loss)
+        records = load_training_records(config.data.train_file)
+        self.stream = BatchStream(
+            records,
+            batch_size=config.batch_size,
+            policy=config.data.view_policy,
+            num_negatives=config.data.num_negatives,
+            template=config.model.query_template,
+            seed=config.seed,
+            drop_last=config.data.drop_last,
+        )
+        self.total_steps = self._total_steps()
+        self.optimizer = build_optimizer(self.model, config.optim)
+        self.scheduler = build_scheduler(self.optimizer, config.optim, self.total_steps)
+        self.scaler = torch.amp.GradScaler(
+            self.accelerator.device.type, enabled=config.mixed_precision == "fp16"
+        )
+        if self._deepspeed:
+            self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
+                self.model, self.optimizer, self.scheduler
+            )
+        self.output_dir = Path(config.output_dir)
+        self.checkpoints = self.output_dir / "checkpoints"
+
+    # -- setup -----------------------------------------------------------------------------
+
+    @property
+    def _deepspeed(self) -> bool:
+        return self.config.deepspeed_config is not None
+
+    def _make_accelerator(self) -> Accelerator:
+        config = self.config
+        kwargs: dict[str, Any] = {"mixed_precision": config.mixed_precision}
+        if config.deepspeed_config is not None:
+            if config.gradcache_chunk_size is not None:
+                raise ConfigError("gradcache_chunk_size cannot be combined with deepspeed_config")
+            try:
+                import deepspeed  # noqa: F401
+                from accelerate.utils import DeepSpeedPlugin
+            except ImportError:
+                raise ConfigError(
+                    "deepspeed_config is set but DeepSpeed is not installed: "
+                    "pip install 'dualview[deepspeed]'"
+                ) from None
+            kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=str(config.deepspeed_config))
+        if config.tracking != "none":
+            kwargs["log_with"] = config.tracking
+            kwargs["project_dir"] = str(config.output_dir)
+        return Accelerator(**kwargs)
+
+    def _total_steps(self) -> int:
+        per_epoch = self.stream.batches_per_epoch() // self.config.grad_accumulation_steps
+        if per_epoch == 0:
+            raise ConfigError(
+                f"{self.config.data.train_file}: too few records for one step of "
+                f"batch_size {self.config.batch_size} x {self.config.grad_accumulation_steps}"
+            )
+        total = per_epoch * self.config.epochs
+        return min(total, self.config.max_steps) if self.config.max_steps else total
+
+    # -- loop ------------------------------------------------------------------------------
+
+    def train(self, resume: bool = False) -> TrainResult:
+        state = self._resume() if resume else ckpt.TrainState()
+        if not resume and self.accelerator.is_main_process:
+            (self.output_dir / LOG_FILE).unlink(missing_ok=True)
+        if self.config.tracking != "none":
+            self.accelerator.init_trackers(
+                "dualview-train", config=self.config.model_dump(mode="json")
+            )
+        batches = self.stream.iterate(state.position, self.config.epochs)
+        first = last = None
+        interrupted = False
+        log = (
+            AppendJsonlWriter(self.output_dir / LOG_FILE)
+            if self.accelerator.is_main_process
+            else None
+        )
+        start = time.perf_counter()
+        with StopRequested() as stop, make_progress() as progress:
+            task = progress.add_task("training", total=self.total_steps, status="")
+            progress.update(task, completed=state.step)
+            while state.step < self.total_steps:
+                record = self._optimizer_step(batches, state)
+                if record is None:
+                    break
+                first = record["loss"] if first is None else first
+                last = record["loss"]
+                record["elapsed_s"] = round(time.perf_counter() - start, 3)
+                self._log(record, log)
+                progress.update(task, advance=1, status=f"loss {last:.4f}")
+                if state.step % self.config.checkpoint_every == 0 or stop.requested:
+                    self.save_checkpoint(state)
+                if stop.requested:
+                    interrupted = True
+                    break
+        if log is not None:
+            log.close()
+        model_dir = None if interrupted else self.save_model()
+        if self.config.tracking != "none":
+            self.accelerator.end_training()
+        return TrainResult(model_dir, state.step, interrupted, first, last)
+
+    def _autocast(self):
+        return self.accelerator.autocast() if self.config.mixed_precision != "no" else nullcontext()
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        if self._deepspeed:
+            self.accelerator.backward(loss)
+        else:
+            self.scaler.scale(loss).backward()
+
+    def _optimizer_step(
+        self, batches: Iterator[tuple[DataPosition, Batch]], state: ckpt.TrainState
+    ) -> dict[str, Any] | None:
+        """Run one optimizer step; returns its log record, or None when the data ran out."""
+        accumulation = self.config.grad_accumulation_steps
+        world = self.accelerator.num_processes
+        # DeepSpeed averages gradients over ranks; our own reduction sums them.
+        scale = (world if self._deepspeed else 1.0) / accumulation
+        self.model.train()
+        losses, documents, queries = [], 0, 0
+        for _ in range(accumulation):
+            item = next(batches, None)
+            if item is None:
+                return None
+            position, batch = item
+            stats = contrastive_step(
+                self.model,
+                self.loss_fn,
+                batch,
+                scale=scale,
+                chunk_size=self.config.gradcache_chunk_size,
+                autocast=self._autocast,
+                backward=self._backward,
+            )
+            losses.append(stats.loss)
+            documents += stats.documents
+            queries += stats.queries
+            state.epoch, state.batch_index = position.epoch, position.batch_index
+        self._apply_update()
+        state.step += 1
+        return {
+            "step": state.step,
+            "epoch": state.epoch,
+            "loss": sum(losses) / len(losses),
+            "lr": self.scheduler.get_last_lr()[0],
+            "queries": queries,
+            "documents_encoded": documents,
+        }
+
+    def _apply_update(self) -> None:
+        if self._deepspeed:
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad()
+            return
+        all_reduce_gradients(self.model)
+        self.scaler.unscale_(self.optimizer)
+        if self.config.optim.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _log(self, record: dict[str, Any], log: AppendJsonlWriter | None) -> None:
+        if self.config.tracking != "none":
+            self.accelerator.log(
+                {k: v for k, v in record.items() if k != "step"}, step=record["step"]
+            )
+        if log is None:
+            return
+        log.write(record)
+        if record["step"] % self.config.log_every == 0:
+            print(
+                f"step {record['step']}/{self.total_steps} loss {record['loss']:.4f} "
+                f"lr {record['lr']:.2e} docs {record['documents_encoded']}",
+                flush=True,
+            )
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _unwrapped(self) -> BiEncoder:
+        return self.accelerator.unwrap_model(self.model)
+
+    def save_checkpoint(self, state: ckpt.TrainState) -> Path:
+        rank = self.accelerator.process_index
+        staging = ckpt.save_checkpoint(
+            self.checkpoints, state, self._unwrapped(), self.optimizer, self.scheduler, rank
+        )
+        self.accelerator.wait_for_everyone()
+        final = staging
+        if self.accelerator.is_main_process:
+            final = ckpt.publish_checkpoint(staging, self.config.keep_checkpoints)
+        self.accelerator.wait_for_everyone()
+        return final
+
+    def _resume(self) -> ckpt.TrainState:
+        path = ckpt.latest_checkpoint(self.checkpoints)
+        if path is None:
+            print(f"no checkpoint under {self.checkpoints}: starting from scratch", flush=True)
+            return ckpt.TrainState()
+        state = ckpt.load_checkpoint(
+            path, self._unwrapped(), self.optimizer, self.scheduler, self.accelerator.process_index
+        )
+        if self.accelerator.is_main_process:
+            truncate_log(self.output_dir / LOG_FILE, state.step)
+        print(f"resumed from {path} at step {state.step}", flush=True)
+        return state
+
+    def save_model(self) -> Path | None:
+        """Write the sentence-transformers folder ``OUTPUT_DIR/model`` (main process)."""
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return None
+        config_yaml = yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False)
+        return self._unwrapped().save(
+            self.output_dir / MODEL_DIR,
+            train_config_yaml=config_yaml,
+            manifest=manifest_path(Path(self.config.data.train_file)),
+        )
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop log lines past ``step`` (written after the checkpoint a resume starts from)."""
+    if not path.exists():
+        return
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if line.strip() and json.loads(line).get("step", 0) <= step
+    ]
+    path.write_text("".join(kept), encoding="utf-8")
+
+
+def train(config: TrainConfig, resume: bool = False) -> TrainResult:
+    """Library entry point: build a :class:`Trainer` and run it."""
+    return Trainer(config).train(resume=resume)
