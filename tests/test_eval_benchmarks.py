@@ -144,6 +144,8 @@ def test_spec_parsing_and_errors(tmp_path: Path) -> None:
         parse_spec("nope=/x")
     with pytest.raises(DualviewError, match="does not exist"):
         load_benchmark(f"beir={tmp_path / 'missing'}")
+    with pytest.raises(DataError, match="no Hub set 'nope'"):
+        load_benchmark("followir:nope")  # checked before any download
 
 
 def test_data_fingerprint_follows_content(tmp_path: Path) -> None:

@@ -168,8 +168,11 @@ class FollowIR(Benchmark):
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:
         if path is None:
-            names = subsets or list(HUB_SETS)
-            self.sets = [FollowIRSet(hub_snapshot(HUB_SETS[n.lower()]), n) for n in names]
+            names = [n.lower() for n in subsets or HUB_SETS]
+            unknown = [n for n in names if n not in HUB_SETS]
+            if unknown:
+                raise DataError("followir", None, "subsets", f"no Hub set {unknown[0]!r}")
+            self.sets = [FollowIRSet(hub_snapshot(HUB_SETS[n]), n) for n in names]
         else:
             folders = find_sets(Path(path))
             if subsets:
