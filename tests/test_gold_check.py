@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data import gold
+from dualview.data.gold import GoldInstance
 from dualview.data.gold_check import CheckConfig, check_instances, shingle_jaccard, stem
+from dualview.data.gold_lexical import lexical_pairwise
 from tests.gold_fixtures import instance, words, write_source
 from tests.helpers import run_cli
 
@@ -125,3 +127,14 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     bad = run_cli("data", "gold-check", "--source", str(tmp_path / "bad"))
     assert bad.returncode == 1
     assert "alpha.jsonl:2: alpha-002: equal_reversal" in bad.stdout
+
+
+def test_lexical_baseline_counts_pairs_won_by_word_matching() -> None:
+    keyed = _keyword_instance("The page must mention malathion.")
+    _append(keyed["instruction_negatives"][0], "malathion lotion")
+    plain = instance(number=3)
+    results = lexical_pairwise([GoldInstance.model_validate(i) for i in (keyed, plain)])
+    assert results["type:keyword_inclusion"].rates() == {"orig": 1.0, "dv": 1.0, "both": 1.0}
+    # No shared words with either passage: every score ties at 0, and a tie is a miss.
+    assert results["type:audience"].rates() == {"orig": 0.0, "dv": 0.0, "both": 0.0}
+    assert results["all"].n == 2 and results["all"].both == 1

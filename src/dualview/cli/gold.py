@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from dualview.cli.data import data_app
 from dualview.data import gold
 from dualview.data.gold_check import CheckConfig, check_instances
+from dualview.data.gold_lexical import lexical_pairwise
 
 console = Console(stderr=True)
 
@@ -53,6 +55,10 @@ def gold_check(
         float, typer.Option(help="A word is rare if at most this share of passages has it.")
     ] = CheckConfig().max_leak_df,
     max_reversal_ratio: float = CheckConfig().max_reversal_ratio,
+    max_query_jaccard: float = CheckConfig().max_query_jaccard,
+    lexical: Annotated[
+        bool, typer.Option("--lexical", help="Also print the BM25 pair-accuracy baseline.")
+    ] = False,
 ) -> None:
     """Flag P+/N* near-duplicates, instruction leaks and non-reversals; exit 1 if any."""
     config = CheckConfig(
@@ -60,6 +66,7 @@ def gold_check(
         max_char_ratio=max_char_ratio,
         max_leak_df=max_leak_df,
         max_reversal_ratio=max_reversal_ratio,
+        max_query_jaccard=max_query_jaccard,
     )
     located = gold.load_instances(gold.source_files(source))
     findings = check_instances(located, config)
@@ -67,5 +74,17 @@ def gold_check(
         typer.echo(str(finding))
     flagged = len({f.instance for f in findings})
     console.print(f"{len(located)} instances checked, {len(findings)} finding(s) in {flagged}")
+    if lexical:
+        _print_lexical([li.instance for li in located])
     if findings:
         raise typer.Exit(1)
+
+
+def _print_lexical(instances: list[gold.GoldInstance]) -> None:
+    table = Table(title="BM25 pair accuracy (chance for 'both' ~0.25)")
+    for column in ("group", "n", "orig P+>N*", "dv N*>P+", "both"):
+        table.add_column(column)
+    for group, acc in lexical_pairwise(instances).items():
+        rates = acc.rates()
+        table.add_row(group, str(acc.n), *(f"{rates[k]:.2f}" for k in ("orig", "dv", "both")))
+    Console().print(table)
