@@ -113,6 +113,7 @@ def test_repeated_query_is_flagged(tmp_path: Path) -> None:
 
 def test_helpers() -> None:
     assert stem("adults") == stem("adult") and stem("tested") == "test"
+    assert stem("change") == stem("changes") == stem("changing")
     assert shingle_jaccard(words("a"), words("a")) == 1.0
     assert shingle_jaccard(words("a"), words("b")) < 0.05
 

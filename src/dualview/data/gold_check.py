@@ -77,12 +77,13 @@ class Finding:
 
 
 def stem(word: str) -> str:
-    """A light suffix-stripping stem (enough to match 'adults'/'adult', 'tested'/'test')."""
+    """A light suffix-stripping stem: 'adults'/'adult', 'change'/'changes'/'changing' agree."""
     word = word.strip("'-").removesuffix("'s")
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 5 else word
 
 
 def tokens(text: str) -> list[str]:
