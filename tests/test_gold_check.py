@@ -84,7 +84,7 @@ def test_keyword_leak_allowed_when_reversed_side_mirrors_it(tmp_path: Path) -> N
 def test_keyword_leak_flagged_when_reversed_side_has_no_cue(tmp_path: Path) -> None:
     planted = _keyword_instance("Any other lotion is fine for me.")
     findings = _findings(tmp_path, planted)
-    assert [f.kind for f in findings] == ["leak"] and "dimeticone" in findings[0].detail
+    assert [f.kind for f in findings] == ["leak"] and "dimeticon" in findings[0].detail
 
 
 def test_keyword_also_in_a_negative_is_flagged(tmp_path: Path) -> None:
