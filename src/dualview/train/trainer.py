@@ -115,10 +115,10 @@ class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         self.accelerator = self._make_accelerator()
+        records = load_training_records(config.data.train_file)
         set_seed(config.seed)
         self.model = BiEncoder(config.model).to(self.accelerator.device)
         self.loss_fn = build_loss(config.loss)
-        records = load_training_records(config.data.train_file)
         self.stream = BatchStream(
             records,
             batch_size=config.batch_size,

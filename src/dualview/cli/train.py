@@ -1,0 +1,41 @@
+"""``dualview train CONFIG.yaml``: train a bi-encoder (thin wrapper over dualview.train)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from dualview.config import load_config
+from dualview.train.config import TrainConfig
+
+console = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_cmd)
+
+
+def train_cmd(
+    config: Annotated[Path, typer.Argument(help="Training config (YAML, TrainConfig).")],
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config key: a.b=value (repeat).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
+    ] = False,
+) -> None:
+    """Train as configured; checkpoints and OUTPUT_DIR/model (sentence-transformers folder)."""
+    from dualview.train.trainer import train  # heavy imports only when training
+
+    train_config = load_config(TrainConfig, config, sets or [])
+    result = train(train_config, resume=resume)
+    if result.interrupted:
+        console.print(f"stopped at step {result.steps}: checkpoint saved, continue with --resume")
+        raise typer.Exit(code=143)
+    console.print(
+        f"trained {result.steps} step(s); loss {result.first_loss} -> {result.last_loss}; "
+        f"model: {result.model_dir}"
+    )
