@@ -83,7 +83,7 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             word = word[: -len(suffix)]
             break
-    return word[:-1] if word.endswith("e") and len(word) >= 5 else word
+    return word[:-1] if word.endswith("e") and len(word) >= 6 else word
 
 
 def tokens(text: str) -> list[str]:
