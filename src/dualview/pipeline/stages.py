@@ -113,7 +113,10 @@ class Pipeline:
     def run(self, on_stage: Callable[[PlannedStage, str], None] | None = None) -> dict[str, Path]:
         """Run every stage that is not cached; returns ``name -> out_dir``."""
         outputs: dict[str, Path] = {}
-        for item in self.plan():
+        planned = self.plan()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_index({p.stage.name: p.out_dir for p in planned})
+        for item in planned:
             outputs[item.stage.name] = item.out_dir
             status = item.status
             if on_stage:
@@ -131,7 +134,6 @@ class Pipeline:
             (item.out_dir / DONE_FILE).write_text(json.dumps(done, indent=2, default=str))
             if on_stage:
                 on_stage(item, "done")
-        self._write_index(outputs)
         return outputs
 
     def _write_index(self, outputs: dict[str, Path]) -> None:

@@ -1,0 +1,83 @@
+"""``dualview run``, ``dualview demo`` and ``dualview report``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from dualview.pipeline.experiment import load_experiment
+from dualview.pipeline.runner import run_experiment
+
+console = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("demo")(demo)
+    app.command("report")(report)
+
+
+def run(
+    experiment: Annotated[Path, typer.Argument(help="Experiment YAML.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override key.path=value.")
+    ] = None,
+) -> None:
+    """Run an experiment: every stage cached by its inputs, resumable after a kill."""
+    exp = load_experiment(experiment, overrides)
+    outputs = run_experiment(exp, console, dry_run=dry_run)
+    if not dry_run and "report" in outputs:
+        _show_report(outputs["report"])
+
+
+def demo(
+    fast: Annotated[bool, typer.Option("--fast", help="A smaller, quicker version.")] = False,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Where the run lives (default runs/demo[-fast]).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+) -> None:
+    """The whole pipeline on bundled data with embedded models (MiniLM, local 0.5B LLM)."""
+    from dualview.demo import demo_experiment
+
+    exp = demo_experiment(fast=fast, run_dir=run_dir)
+    started = time.time()
+    outputs = run_experiment(exp, console, dry_run=dry_run)
+    if not dry_run:
+        _show_report(outputs["report"])
+        console.print(f"demo finished in {time.time() - started:.0f} s")
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder of `dualview run`.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default RUN_DIR/report).")
+    ] = None,
+) -> None:
+    """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run."""
+    from dualview.report.run_report import report_run
+
+    files = report_run(run_dir, out)
+    _print_files(files)
+
+
+def _show_report(report_dir: Path) -> None:
+    markdown = report_dir / "report.md"
+    if markdown.is_file():
+        Console().print(Markdown(markdown.read_text()))
+        console.print(f"report: {markdown}")
+        for png in sorted(report_dir.glob("*.png")):
+            console.print(f"plot:   {png}")
+
+
+def _print_files(files) -> None:
+    Console().print(Markdown(files.markdown.read_text()))
+    console.print(f"report: {files.markdown}  csv: {files.csv}")
+    for png in files.plots:
+        console.print(f"plot:   {png}")

@@ -1,0 +1,327 @@
+"""The stage graph of an experiment: each stage calls the library function of its step.
+
+```
+data (records | LLM seeding) ─▶ synth ─▶ [verify] ─▶ mix-<name> ...
+    ─▶ train-<mix>[-<backbone>] ... ─▶ eval ─▶ report
+```
+
+Every stage writes into its own folder (see :mod:`dualview.pipeline.stages`), so a rerun
+skips what is finished and a killed stage resumes: synthesis through its cache, training
+from its last checkpoint, evaluation from the result files already written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from dualview.config import apply_overrides, read_yaml, validate_config
+from dualview.data import formats
+from dualview.data.jsonl import count_lines, iter_records, write_jsonl
+from dualview.data.mix import MixConfig, build_mix, preset_config
+from dualview.data.schema import Record
+from dualview.errors import DualviewError
+from dualview.eval.benchmarks import parse_spec
+from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
+from dualview.pipeline.stages import Pipeline, Stage
+from dualview.report.run_report import CONFIGURATIONS
+
+RECORDS = "records.jsonl"  # every source record kept (orig + plain)
+ORIG = "orig.jsonl"  # the orig records handed to synthesis
+DV = "dv.jsonl"  # the dual-view records that training may use
+
+
+def read_source(spec: SourceSpec) -> Iterator[Record]:
+    """Records of a source spec: the gold set or a file in any supported format."""
+    if spec.path.startswith(GOLD_PREFIX):
+        from dualview.data.gold import load_gold
+
+        records: Any = iter(load_gold(spec.path[len(GOLD_PREFIX) :]))
+    else:
+        records = formats.get_reader(spec.format)(spec.path)
+    kept = (r for r in records if r.view in spec.views)
+    return islice(kept, spec.limit) if spec.limit else kept
+
+
+def _write_orig(out: Path, limit: int | None) -> int:
+    origs = (r for r in iter_records(out / RECORDS) if r.view == "orig")
+    return write_jsonl(out / ORIG, islice(origs, limit) if limit else origs)
+
+
+def _run_job(task: str, job: dict[str, Any], source: Path, out: Path) -> dict[str, Any]:
+    from dualview.synth.jobs import job_model, run_job
+
+    config = validate_config(job_model(task), job, f"experiment {task} job")
+    return run_job(task, config, source, out)
+
+
+# -- stage functions -------------------------------------------------------------------------
+
+
+def instructions_stage(exp: Experiment):
+    def run(out: Path, _: dict[str, Path]) -> dict[str, Any]:
+        assert exp.instructions is not None
+        count = write_jsonl(out / RECORDS, read_source(exp.instructions))
+        return {"records": count, "orig": _write_orig(out, exp.synthesis.limit)}
+
+    return run
+
+
+def seed_stage(exp: Experiment):
+    def run(out: Path, _: dict[str, Path]) -> dict[str, Any]:
+        assert exp.seeding is not None
+        plain = out / "plain.jsonl"
+        write_jsonl(plain, read_source(exp.seeding.source))
+        stats = _run_job("seed", exp.seeding.job, plain, out / "seeded.jsonl")
+        seeded = list(iter_records(out / "seeded.jsonl"))
+        write_jsonl(out / RECORDS, [*iter_records(plain), *seeded])
+        return {"seed_stats": stats, "orig": _write_orig(out, exp.synthesis.limit)}
+
+    return run
+
+
+def synth_stage(exp: Experiment):
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        source = up["data"] / ORIG
+        stats = _run_job("reverse", exp.synthesis.job, source, out / "reversed.jsonl")
+        dvs = [r for r in iter_records(out / "reversed.jsonl") if r.view == "dv"]
+        return {"stats": stats, "dv": write_jsonl(out / DV, dvs)}
+
+    return run
+
+
+def verify_stage(exp: Experiment):
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        dvs = {r.parent_id: r for r in iter_records(up["synth"] / DV)}
+        units = []
+        for orig in iter_records(up["data"] / ORIG):
+            if orig.id in dvs:
+                units += [orig, dvs[orig.id]]
+        write_jsonl(out / "units.jsonl", units)
+        stats = _run_job("verify", exp.verification.job, out / "units.jsonl", out / "kept.jsonl")
+        kept = [r for r in iter_records(out / "kept.jsonl") if r.view == "dv"]
+        return {"stats": stats, "dv": write_jsonl(out / DV, kept)}
+
+    return run
+
+
+def mix_size(spec: MixSpec, dv_file: Path) -> int:
+    """The mix size: as given, or for ``auto`` twice the dual-view records (capped, even)."""
+    if spec.size != "auto":
+        assert isinstance(spec.size, int)
+        return spec.size
+    size = 2 * count_lines(dv_file)
+    if spec.max_size is not None:
+        size = min(size, spec.max_size - spec.max_size % 2)
+    if size == 0:
+        raise DualviewError(f"mix {spec.name}: no dual-view records, so size auto is 0")
+    return size
+
+
+def mix_config(exp: Experiment, spec: MixSpec, dv_file: Path) -> MixConfig:
+    if spec.preset is not None:
+        config = preset_config(
+            spec.preset, mix_size(spec, dv_file), seed=exp.seed, negatives=exp.negatives
+        )
+        return config.model_copy(update={"name": spec.name})
+    data = {"name": spec.name, "seed": exp.seed, **(spec.config or {})}
+    return validate_config(MixConfig, data, f"experiment mix {spec.name}")
+
+
+def mix_stage(exp: Experiment, spec: MixSpec, dv_stage: str):
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        dv_file = up[dv_stage] / DV
+        config = mix_config(exp, spec, dv_file)
+        result = build_mix([up["data"] / RECORDS, dv_file], config, out / "train.jsonl")
+        return {"size": config.size, "counts": result.counts}
+
+    return run
+
+
+def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
+    """The base training YAML with the experiment's overrides (and backbone) applied."""
+    data = read_yaml(exp.training.base) if exp.training.base else exp.training.config or {}
+    data = json.loads(json.dumps(data))  # deep copy
+    for key, value in exp.training.overrides.items():
+        apply_overrides(data, [f"{key}={json.dumps(value)}"])
+    data.setdefault("seed", exp.seed)
+    if backbone is not None:
+        data.setdefault("model", {})["name_or_path"] = backbone
+    return data
+
+
+def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        from dualview.train.config import TrainConfig
+        from dualview.train.trainer import train
+
+        data = train_config_dict(exp, backbone)
+        data.setdefault("data", {})["train_file"] = str(up[mix_stage_name] / "train.jsonl")
+        data["output_dir"] = str(out)
+        config = validate_config(TrainConfig, data, "experiment training")
+        resume = (out / "checkpoints").exists()
+        result = train(config, resume=resume)
+        return {"steps": getattr(result, "steps", None), "resumed": resume}
+
+    return run
+
+
+def base_model_name(exp: Experiment, backbone: str | None) -> str:
+    if backbone is not None:
+        return backbone
+    return str(train_config_dict(exp, None).get("model", {}).get("name_or_path", "embedded:minilm"))
+
+
+def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
+    """``trained``: row label -> train stage name; ``bases``: row label -> model name."""
+
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        from dualview.eval.run import EvalSettings, evaluate
+        from dualview.train.trainer import MODEL_DIR
+
+        configurations = dict(bases) if exp.evaluation.include_base else {}
+        for label, stage_name in trained.items():
+            configurations[label] = str(up[stage_name] / MODEL_DIR)
+        (out / CONFIGURATIONS).write_text(
+            json.dumps(
+                {
+                    "models": configurations,
+                    "loss_logs": {
+                        label: str(up[stage] / "train_log.jsonl")
+                        for label, stage in trained.items()
+                    },
+                },
+                indent=2,
+            )
+        )
+        settings = EvalSettings(
+            batch_size=exp.evaluation.batch_size, query_template=exp.evaluation.query_template
+        )
+        summary = evaluate(
+            list(configurations.values()), exp.evaluation.benchmarks, out / "eval", settings
+        )
+        return {"models": len(configurations), "benchmarks": summary.benchmarks}
+
+    return run
+
+
+def report_stage(exp: Experiment):
+    def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        from dualview.report.run_report import report_from_eval_stage
+
+        files = report_from_eval_stage(up["eval"], out, title=exp.name)
+        return {"report": str(files.markdown)}
+
+    return run
+
+
+# -- graph -----------------------------------------------------------------------------------
+
+
+def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
+    paths = []
+    for spec in specs:
+        _, _, path = parse_spec(spec)
+        if path is not None:
+            paths.append(path)
+    return paths
+
+
+def build_pipeline(exp: Experiment) -> Pipeline:
+    """All stages of ``exp`` under its run folder."""
+    stages: list[Stage] = []
+    if exp.instructions is not None:
+        stages.append(
+            Stage(
+                "data",
+                instructions_stage(exp),
+                params={
+                    "instructions": exp.instructions.model_dump(),
+                    "limit": exp.synthesis.limit,
+                },
+                inputs=exp.instructions.input_files(),
+                description="read the instruction records",
+            )
+        )
+    else:
+        assert exp.seeding is not None
+        stages.append(
+            Stage(
+                "data",
+                seed_stage(exp),
+                params={"seeding": exp.seeding.model_dump(), "limit": exp.synthesis.limit},
+                inputs=exp.seeding.source.input_files(),
+                description="seed instructions from plain qrels with the LLM",
+            )
+        )
+    stages.append(
+        Stage(
+            "synth",
+            synth_stage(exp),
+            params={"job": exp.synthesis.job},
+            after=["data"],
+            description="reverse instruction polarity (dual views)",
+        )
+    )
+    dv_stage = "synth"
+    if exp.verification.enabled:
+        stages.append(
+            Stage(
+                "verify",
+                verify_stage(exp),
+                params={"job": exp.verification.job},
+                after=["data", "synth"],
+                description="LLM judge keeps swaps that hold",
+            )
+        )
+        dv_stage = "verify"
+    backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
+    trained: dict[str, str] = {}
+    for spec in exp.mixes:
+        mix_name = f"mix-{spec.name}"
+        stages.append(
+            Stage(
+                mix_name,
+                mix_stage(exp, spec, dv_stage),
+                params={
+                    "mix": spec.model_dump(mode="json"),
+                    "seed": exp.seed,
+                    "negatives": exp.negatives.model_dump(mode="json"),
+                },
+                after=["data", dv_stage],
+                description=f"build the {spec.name} training mix",
+            )
+        )
+        for label, backbone in backbones.items():
+            stage_name = f"train-{spec.name}" + (f"-{label}" if label else "")
+            stages.append(
+                Stage(
+                    stage_name,
+                    train_stage(exp, backbone, mix_name),
+                    params={"train": train_config_dict(exp, backbone)},
+                    after=[mix_name],
+                    description=f"train {label or 'the model'} on {spec.name}",
+                )
+            )
+            trained[spec.name + (f" ({label})" if label else "")] = stage_name
+    bases = {
+        ("base" + (f" ({label})" if label else "")): base_model_name(exp, backbone)
+        for label, backbone in backbones.items()
+    }
+    stages.append(
+        Stage(
+            "eval",
+            eval_stage(exp, trained, bases),
+            params={"evaluation": exp.evaluation.model_dump(), "bases": bases},
+            inputs=_local_benchmark_inputs(exp.evaluation.benchmarks),
+            after=list(trained.values()),
+            description="evaluate base and trained models",
+        )
+    )
+    stages.append(
+        Stage("report", report_stage(exp), after=["eval"], description="tables and plots")
+    )
+    return Pipeline(exp.resolved_run_dir(), stages)

@@ -1,0 +1,155 @@
+"""An experiment file (``dualview run EXPERIMENT.yaml``): data, synthesis, mixes, training,
+evaluation, in one strict YAML document.
+
+```yaml
+name: demo
+run_dir: runs/demo
+seed: 13
+instructions: {path: gold:train, limit: 48}   # orig (and plain) records; or `seeding:`
+synthesis: {job: {backend: {kind: local}, task: {n_star: first}}, limit: 24}
+verification: {enabled: false}
+mixes: [{name: Ins-orig, preset: ins-orig, size: 32}, {name: Ins-DV, preset: ins-dv, size: 32}]
+training: {base: configs/train/minilm-cpu.yaml, overrides: {max_steps: 40}}
+evaluation: {benchmarks: ["followir=src/dualview/demo/data/eval/followir"]}
+```
+
+``path: gold:train`` (or ``gold:test``) reads the bundled gold set; any other path is read
+with ``format`` (``dualview``, ``promptriever``, ``beir``, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dualview.config import StrictModel, load_config
+from dualview.data.mix import PRESETS
+from dualview.data.negatives import NegativeConfig
+from dualview.eval.benchmarks import parse_spec
+
+GOLD_PREFIX = "gold:"
+
+
+class SourceSpec(StrictModel):
+    """Records to start from: a file or folder in ``format``, or ``gold:<split>``."""
+
+    path: str
+    format: str = "dualview"
+    limit: int | None = Field(None, gt=0, description="keep the first N records")
+    views: list[Literal["orig", "dv", "plain"]] = Field(
+        default_factory=lambda: ["orig", "plain"],
+        description="views kept from the source (dv records come from synthesis)",
+    )
+
+    def input_files(self) -> list[Path]:
+        """Files whose content the stage key must hash."""
+        if self.path.startswith(GOLD_PREFIX):
+            from dualview.data.gold import split_path
+
+            return [split_path(self.path[len(GOLD_PREFIX) :])]
+        return [Path(self.path)]
+
+
+class JobSpec(StrictModel):
+    """A synthesis job (see ``dualview.synth.jobs``): backend, sampling, runner, task."""
+
+    job: dict[str, Any] = Field(default_factory=dict)
+    limit: int | None = Field(None, gt=0, description="process the first N input records")
+
+
+class SeedingSpec(JobSpec):
+    """Seed instruction data from plain qrels with an LLM (Promptriever's recipe)."""
+
+    source: SourceSpec
+
+
+class VerificationSpec(JobSpec):
+    enabled: bool = False
+
+
+class MixSpec(StrictModel):
+    """One training mix: a paper preset at ``size``, or a custom ``config`` (MixConfig)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    preset: str | None = None
+    # An even number, or "auto": twice the number of dual-view records available (capped
+    # by max_size), the same for every mix of the experiment, so mixes stay size-matched.
+    size: int | Literal["auto"] | None = None
+    max_size: int | None = Field(None, gt=0)
+    config: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _preset_or_config(self) -> MixSpec:
+        if (self.preset is None) == (self.config is None):
+            raise ValueError("give either preset (+ size) or config")
+        if self.preset is not None:
+            if self.preset not in PRESETS:
+                raise ValueError(f"preset: unknown {self.preset!r}; choose from {sorted(PRESETS)}")
+            if self.size is None:
+                raise ValueError("size: a preset needs a size")
+        return self
+
+
+class TrainingSpec(StrictModel):
+    """Training: a TrainConfig (YAML file ``base`` or inline ``config``) plus overrides, run
+    once per mix and backbone. ``data.train_file`` and ``output_dir`` are set by the run."""
+
+    base: Path | None = None
+    config: dict[str, Any] | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    # label -> model name or path; default: the base config's model
+    backbones: dict[str, str] = Field(default_factory=dict)
+
+
+class EvaluationSpec(StrictModel):
+    benchmarks: list[str] = Field(min_length=1)
+    include_base: bool = True
+    batch_size: int = Field(32, gt=0)
+    query_template: str = "{query} {instruction}"
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _valid_specs(cls, specs: list[str]) -> list[str]:
+        for spec in specs:
+            parse_spec(spec)
+        return specs
+
+
+class Experiment(StrictModel):
+    """The whole experiment (see module docstring)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    run_dir: Path | None = None
+    seed: int = 13
+    instructions: SourceSpec | None = None
+    seeding: SeedingSpec | None = None
+    synthesis: JobSpec = Field(default_factory=JobSpec)
+    verification: VerificationSpec = Field(default_factory=VerificationSpec)
+    negatives: NegativeConfig = Field(default_factory=NegativeConfig)
+    mixes: list[MixSpec] = Field(min_length=1)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    evaluation: EvaluationSpec
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Experiment:
+        if (self.instructions is None) == (self.seeding is None):
+            raise ValueError("give exactly one of instructions (records) or seeding (qrels)")
+        names = [m.name for m in self.mixes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"mixes: duplicate names in {names}")
+        return self
+
+    @model_validator(mode="after")
+    def _one_training_config(self) -> Experiment:
+        if self.training.base is not None and self.training.config is not None:
+            raise ValueError("training: give base (a YAML file) or config (inline), not both")
+        return self
+
+    def resolved_run_dir(self) -> Path:
+        return self.run_dir or Path("runs") / self.name
+
+
+def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Experiment:
+    return load_config(Experiment, path, overrides)

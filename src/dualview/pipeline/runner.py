@@ -1,0 +1,57 @@
+"""Run an experiment with a readable plan and live status (used by ``run`` and ``demo``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from dualview.pipeline.build import build_pipeline
+from dualview.pipeline.experiment import Experiment
+from dualview.pipeline.stages import Pipeline, PlannedStage, read_done
+
+STATUS_STYLE = {"cached": "green", "partial": "yellow", "pending": "cyan", "done": "green"}
+
+
+def plan_table(pipeline: Pipeline) -> Table:
+    table = Table(title=f"plan for {pipeline.run_dir}")
+    table.add_column("stage")
+    table.add_column("status")
+    table.add_column("folder")
+    table.add_column("what it does")
+    for item in pipeline.plan():
+        status = item.status
+        note = {"cached": "done, will be skipped", "partial": "started, will resume"}.get(
+            status, "will run"
+        )
+        table.add_row(
+            item.stage.name,
+            f"[{STATUS_STYLE[status]}]{status}[/] ({note})",
+            item.out_dir.name,
+            item.stage.description,
+        )
+    return table
+
+
+def run_experiment(
+    exp: Experiment, console: Console | None = None, dry_run: bool = False
+) -> dict[str, Path]:
+    """Print the plan, then (unless ``dry_run``) run every stage that is not cached."""
+    console = console or Console(stderr=True)
+    pipeline = build_pipeline(exp)
+    console.print(plan_table(pipeline))
+    if dry_run:
+        return {p.stage.name: p.out_dir for p in pipeline.plan()}
+
+    def on_stage(item: PlannedStage, status: str) -> None:
+        if status == "done":
+            seconds = read_done(item.out_dir).get("seconds")
+            console.print(f"[green]✓[/] {item.stage.name} finished in {seconds} s")
+        elif status == "cached":
+            console.print(f"[green]✓[/] {item.stage.name} cached ({item.out_dir.name})")
+        else:
+            word = "resuming" if status == "partial" else "running"
+            console.rule(f"{word} {item.stage.name}: {item.stage.description}")
+
+    return pipeline.run(on_stage)
