@@ -14,6 +14,7 @@ from dualview.cli import data as data_cli
 from dualview.cli import eval as eval_cli
 from dualview.cli import gold as gold_cli
 from dualview.cli import mix as mix_cli
+from dualview.cli import run as run_cli
 from dualview.cli import synth as synth_cli
 from dualview.cli import train as train_cli
 from dualview.errors import DualviewError
@@ -31,6 +32,7 @@ data_cli.register(app)
 eval_cli.register(app)
 gold_cli.register(app)
 mix_cli.register(app)
+run_cli.register(app)
 synth_cli.register(app)
 train_cli.register(app)
 
