@@ -29,7 +29,8 @@ import torch
 
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
-from dualview.train.model import document_text, record_query_text
+from dualview.eval.benchmarks.base import doc_text  # documents read as in evaluation
+from dualview.train.model import record_query_text
 
 POSITIVE, NEGATIVE, UNLABELLED = 1, -1, 0
 
@@ -143,7 +144,7 @@ def build_batch(records: list[Record], num_negatives: int, template: str) -> Bat
         for doc in [*record.positives, *record.negatives()[:num_negatives]]:
             if doc.id not in column:
                 column[doc.id] = len(doc_texts)
-                doc_texts.append(document_text(doc))
+                doc_texts.append(doc_text(doc))
         labelled.append(row)
     relations = torch.zeros(len(records), len(doc_texts), dtype=torch.int8)
     for i, row in enumerate(labelled):

@@ -2,7 +2,8 @@
 
 Queries and documents share one backbone and differ only in their text and maximum length.
 A query's text is the query joined with its instruction through a template
-(:func:`dualview.data.formats.common.query_text`); a document's text is its title and text.
+(:func:`dualview.data.formats.common.query_text`); a document's text is ``title text``, as
+in evaluation (:func:`dualview.eval.benchmarks.base.doc_text`, used by the batching).
 
 :meth:`BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
 Normalize, per-task lengths, empty prompts because the instruction is already in the text)
@@ -24,7 +25,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from dualview.data.formats.common import query_text
-from dualview.data.schema import Document, Record
+from dualview.data.schema import Record
 from dualview.resources import resolve_model_path
 from dualview.train.config import ModelConfig
 
@@ -37,12 +38,6 @@ MODEL_INFO_FILE = "dualview_model.json"
 def record_query_text(record: Record, template: str) -> str:
     """The text a query is encoded from: query + instruction through ``template``."""
     return query_text(record, template)
-
-
-def document_text(document: Document) -> str:
-    """The text a document is encoded from: ``title text`` (or the text alone)."""
-    title = document.title.strip()
-    return f"{title} {document.text}" if title else document.text
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -164,8 +159,3 @@ class BiEncoder(nn.Module):
         if manifest is not None and manifest.exists():
             shutil.copyfile(manifest, path / "data_manifest.json")
         return path
-
-
-def manifest_path(train_file: Path) -> Path:
-    """Where ``dualview mix`` writes the manifest of ``train_file``."""
-    return train_file.with_name(train_file.name + ".manifest.json")

@@ -30,13 +30,14 @@ from torch import nn
 from transformers import get_scheduler
 
 from dualview.data.jsonl import AppendJsonlWriter, iter_records
+from dualview.data.manifest import manifest_path
 from dualview.errors import ConfigError, DataError
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import LossConfig, OptimConfig, TrainConfig
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
-from dualview.train.model import BiEncoder, manifest_path
+from dualview.train.model import BiEncoder
 from dualview.train.step import all_reduce_gradients, contrastive_step
 
 LOG_FILE = "train_log.jsonl"
