@@ -20,7 +20,7 @@ from typing import Any
 
 from dualview.config import apply_overrides, read_yaml, validate_config
 from dualview.data import formats
-from dualview.data.jsonl import count_lines, iter_records, write_jsonl
+from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_records, write_jsonl
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.schema import Record
 from dualview.errors import DualviewError
@@ -64,8 +64,11 @@ def _run_job(task: str, job: dict[str, Any], source: Path, out: Path) -> dict[st
 def instructions_stage(exp: Experiment):
     def run(out: Path, _: dict[str, Path]) -> dict[str, Any]:
         assert exp.instructions is not None
-        count = write_jsonl(out / RECORDS, read_source(exp.instructions))
-        return {"records": count, "orig": _write_orig(out, exp.synthesis.limit)}
+        with AtomicJsonlWriter(out / RECORDS) as records, AtomicJsonlWriter(out / DV) as dvs:
+            for record in read_source(exp.instructions):
+                (dvs if record.view == "dv" else records).write(record)
+        counts = {"records": records.count, "dv": dvs.count}
+        return {**counts, "orig": _write_orig(out, exp.synthesis.limit)}
 
     return run
 
@@ -93,9 +96,9 @@ def synth_stage(exp: Experiment):
     return run
 
 
-def verify_stage(exp: Experiment):
+def verify_stage(exp: Experiment, dv_source: str):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
-        dvs = {r.parent_id: r for r in iter_records(up["synth"] / DV)}
+        dvs = {r.parent_id: r for r in iter_records(up[dv_source] / DV)}
         units = []
         for orig in iter_records(up["data"] / ORIG):
             if orig.id in dvs:
@@ -257,23 +260,25 @@ def build_pipeline(exp: Experiment) -> Pipeline:
                 description="seed instructions from plain qrels with the LLM",
             )
         )
-    stages.append(
-        Stage(
-            "synth",
-            synth_stage(exp),
-            params={"job": exp.synthesis.job},
-            after=["data"],
-            description="reverse instruction polarity (dual views)",
+    dv_stage = "data"  # dual views given by the source (e.g. the gold set)
+    if exp.synthesis.enabled:
+        stages.append(
+            Stage(
+                "synth",
+                synth_stage(exp),
+                params={"job": exp.synthesis.job},
+                after=["data"],
+                description="reverse instruction polarity (dual views)",
+            )
         )
-    )
-    dv_stage = "synth"
+        dv_stage = "synth"
     if exp.verification.enabled:
         stages.append(
             Stage(
                 "verify",
-                verify_stage(exp),
+                verify_stage(exp, dv_stage),
                 params={"job": exp.verification.job},
-                after=["data", "synth"],
+                after=list(dict.fromkeys(["data", dv_stage])),
                 description="LLM judge keeps swaps that hold",
             )
         )
@@ -291,7 +296,7 @@ def build_pipeline(exp: Experiment) -> Pipeline:
                     "seed": exp.seed,
                     "negatives": exp.negatives.model_dump(mode="json"),
                 },
-                after=["data", dv_stage],
+                after=list(dict.fromkeys(["data", dv_stage])),
                 description=f"build the {spec.name} training mix",
             )
         )

@@ -40,7 +40,7 @@ class SourceSpec(StrictModel):
     limit: int | None = Field(None, gt=0, description="keep the first N records")
     views: list[Literal["orig", "dv", "plain"]] = Field(
         default_factory=lambda: ["orig", "plain"],
-        description="views kept from the source (dv records come from synthesis)",
+        description="views kept from the source; dv records are used when synthesis is off",
     )
 
     def input_files(self) -> list[Path]:
@@ -57,6 +57,12 @@ class JobSpec(StrictModel):
 
     job: dict[str, Any] = Field(default_factory=dict)
     limit: int | None = Field(None, gt=0, description="process the first N input records")
+
+
+class SynthesisSpec(JobSpec):
+    """Polarity reversal by the LLM; disabled, the dv records come from the source."""
+
+    enabled: bool = True
 
 
 class SeedingSpec(JobSpec):
@@ -125,7 +131,7 @@ class Experiment(StrictModel):
     seed: int = 13
     instructions: SourceSpec | None = None
     seeding: SeedingSpec | None = None
-    synthesis: JobSpec = Field(default_factory=JobSpec)
+    synthesis: SynthesisSpec = Field(default_factory=SynthesisSpec)
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
     negatives: NegativeConfig = Field(default_factory=NegativeConfig)
     mixes: list[MixSpec] = Field(min_length=1)

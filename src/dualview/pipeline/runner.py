@@ -22,9 +22,7 @@ def plan_table(pipeline: Pipeline) -> Table:
     table.add_column("what it does")
     for item in pipeline.plan():
         status = item.status
-        note = {"cached": "done, will be skipped", "partial": "started, will resume"}.get(
-            status, "will run"
-        )
+        note = {"cached": "skip", "partial": "resume"}.get(status, "run")
         table.add_row(
             item.stage.name,
             f"[{STATUS_STYLE[status]}]{status}[/] ({note})",
