@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dualview.data import gold
 from dualview.data.gold import GoldInstance
 from dualview.data.gold_check import CheckConfig, check_instances, shingle_jaccard, stem
 from dualview.data.gold_lexical import lexical_pairwise
+from dualview.data.gold_semantic import suspect_extras
 from tests.gold_fixtures import instance, words, write_source
 from tests.helpers import run_cli
 
@@ -139,3 +142,25 @@ def test_lexical_baseline_counts_pairs_won_by_word_matching() -> None:
     # No shared words with either passage: every score ties at 0, and a tie is a miss.
     assert results["type:audience"].rates() == {"orig": 0.0, "dv": 0.0, "both": 0.0}
     assert results["all"].n == 2 and results["all"].both == 1
+
+
+class _AnimalEncoder:
+    """Stub encoder: one axis per animal word, plus a small constant axis."""
+
+    def encode(self, texts):
+        return np.array([[t.count("lion"), t.count("zebra"), 0.1] for t in texts], dtype=float)
+
+
+def test_semantic_check_flags_an_extra_that_answers_the_query(tmp_path: Path) -> None:
+    lion, zebra = instance(number=1), instance(number=2)
+    lion["query"] += " lion"
+    for passage in (lion["positive"], lion["instruction_negatives"][0]):
+        _append(passage, "lion")
+    zebra["query"] += " zebra"
+    for passage in (zebra["positive"], zebra["instruction_negatives"][0]):
+        _append(passage, "zebra")
+    _append(zebra["hard_negatives"][0], "lion lion")
+    located = gold.load_instances([write_source(tmp_path, [lion, zebra])])
+    findings = suspect_extras(located, _AnimalEncoder(), n_hard=6)
+    assert [(f.instance, f.kind) for f in findings] == [("alpha-001", "possible_false_negative")]
+    assert zebra["hard_negatives"][0]["title"] in findings[0].detail

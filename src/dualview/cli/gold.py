@@ -59,6 +59,16 @@ def gold_check(
     lexical: Annotated[
         bool, typer.Option("--lexical", help="Also print the BM25 pair-accuracy baseline.")
     ] = False,
+    semantic: Annotated[
+        str | None,
+        typer.Option(
+            help="Also flag extra hard negatives as close to the query as P+/N* under this "
+            "encoder (e.g. embedded:minilm)."
+        ),
+    ] = None,
+    n_hard: Annotated[int, typer.Option(help="Hard negatives per record, as built.")] = (
+        gold.DEFAULT_N_HARD
+    ),
 ) -> None:
     """Flag P+/N* near-duplicates, instruction leaks and non-reversals; exit 1 if any."""
     config = CheckConfig(
@@ -70,6 +80,11 @@ def gold_check(
     )
     located = gold.load_instances(gold.source_files(source))
     findings = check_instances(located, config)
+    if semantic:
+        from dualview.data.gold_semantic import suspect_extras
+        from dualview.eval.encode import Encoder
+
+        findings += suspect_extras(located, Encoder(semantic, show_progress=False), n_hard)
     for finding in findings:
         typer.echo(str(finding))
     flagged = len({f.instance for f in findings})

@@ -273,7 +273,7 @@ def assign_splits(
     return split
 
 
-def _extra_pool(instances: list[GoldInstance]) -> dict[str, list[Document]]:
+def pool_of_extras(instances: list[GoldInstance]) -> dict[str, list[Document]]:
     """Per domain, candidate extra hard negatives: every instance's positive and hard negatives."""
     pool: dict[str, list[Document]] = defaultdict(list)
     for inst in instances:
@@ -361,7 +361,7 @@ def iter_gold_records(
     if not 0.0 <= test_fraction < 1.0:
         raise ConfigError("test_fraction must be in [0, 1)")
     splits = assign_splits(instances, test_fraction)
-    pool = _extra_pool(instances)
+    pool = pool_of_extras(instances)
     for inst in sorted(instances, key=lambda i: i.instance):
         yield from build_records(
             inst, hard_negatives_for(inst, pool, n_hard), splits[inst.instance]
