@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from dualview.cli import bench as bench_cli
 from dualview.cli import data as data_cli
 from dualview.cli import eval as eval_cli
 from dualview.cli import gold as gold_cli
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 
 # Each stage module exposes ``register(app)``; keep one line per stage here.
+bench_cli.register(app)
 data_cli.register(app)
 eval_cli.register(app)
 gold_cli.register(app)

@@ -66,8 +66,9 @@ DEFAULT_EXAMPLES = [
 class ReverseConfig(StrictModel):
     """Settings of the ``synth`` (reverse) task; all of them are part of the cache key."""
 
-    # Which instruction negative becomes N*: the first one, or one drawn per record with `seed`.
-    n_star: Literal["first", "random"] = "first"
+    # Which instruction negative becomes N*: the first one, one drawn per record with `seed`,
+    # or the one whose id is ``meta.n_star`` (as marked in the gold set).
+    n_star: Literal["first", "random", "meta"] = "first"
     seed: int = 0
     # Worked examples in the prompt; None = the bundled one-shot example, [] = zero-shot.
     examples: list[ReverseExample] | None = None
@@ -77,8 +78,13 @@ class ReverseConfig(StrictModel):
     max_passage_chars: int = 1500
 
 
-def choose_n_star(record: Record, mode: str, seed: int) -> int:
-    """Index of N* among the record's instruction negatives (stable per record id and seed)."""
+def choose_n_star(record: Record, mode: str, seed: int) -> int | None:
+    """Index of N* among the record's instruction negatives (stable per record id and seed);
+    with mode ``meta`` the negative named by ``meta.n_star``, None when it names none."""
+    if mode == "meta":
+        marked = record.meta.get("n_star")
+        ids = [d.id for d in record.instruction_negatives]
+        return ids.index(marked) if marked in ids else None
     if mode == "first" or len(record.instruction_negatives) == 1:
         return 0
     rng = random.Random(f"{seed}:{record.id}")
@@ -192,6 +198,8 @@ class ReverseTask:
         if not record.instruction_negatives:
             return Outcome("skipped", reason="no instruction negative")
         n_index = choose_n_star(record, self.config.n_star, self.config.seed)
+        if n_index is None:
+            return Outcome("skipped", reason="meta.n_star names no instruction negative")
         text = await llm.ask(self.prompt(record, n_index))
         parsed = parse_reverse(
             text,
