@@ -102,13 +102,13 @@ def main() -> None:
     os.environ["DUALVIEW_CACHE"] = tempfile.mkdtemp(prefix="mine-speed-")  # cold cache
 
     from dualview.data.formats.beir import load_beir
-    from dualview.data.mine import document_text
+    from dualview.eval.benchmarks.base import doc_text
     from dualview.eval.encode import Encoder
 
     info = machine()
     data = load_beir(DATA)
     docs = list(data.corpus.values())[: args.docs]
-    encoding, doc_emb = bench_encoding([document_text(d) for d in docs], args.batch_size)
+    encoding, doc_emb = bench_encoding([doc_text(d) for d in docs], args.batch_size)
     query_emb = Encoder("embedded:minilm", show_progress=False).encode(list(data.queries.values()))
     search = [bench_search(query_emb, doc_emb, args.k)]
     search.append(bench_search(query_emb, tile(doc_emb, args.scale), args.k))

@@ -18,8 +18,9 @@ from dualview.data.formats import beir
 from dualview.data.formats.common import query_text
 from dualview.data.jsonl import iter_records, write_jsonl
 from dualview.data.manifest import read_manifest
-from dualview.data.mine import MineConfig, document_text, margin_threshold, mine_file
+from dualview.data.mine import MineConfig, margin_threshold, mine_file
 from dualview.data.schema import Document, Record
+from dualview.eval.benchmarks.base import doc_text
 from dualview.eval.encode import Encoder
 
 N_QUERIES, N_OTHER, N_PLANTED = 150, 200, 40
@@ -55,8 +56,8 @@ def _check_margin(out: Path, encoder: Encoder, margin: float) -> int:
     checked = 0
     for record in iter_records(out):
         query = encoder.encode([query_text(record)])[0]
-        positive = encoder.encode([document_text(d) for d in record.positives]) @ query
-        negatives = encoder.encode([document_text(d) for d in record.hard_negatives]) @ query
+        positive = encoder.encode([doc_text(d) for d in record.positives]) @ query
+        negatives = encoder.encode([doc_text(d) for d in record.hard_negatives]) @ query
         limit = margin_threshold(float(positive.min()), margin)
         assert np.all(negatives <= limit + 1e-5), record.id
         checked += len(negatives)

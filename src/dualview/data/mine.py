@@ -47,6 +47,7 @@ from dualview.data.manifest import file_sha256, read_manifest, source_entry, wri
 from dualview.data.negatives import KnownPositives, NegativeConfig, SelectionStats, select_negatives
 from dualview.data.schema import Document, Record, content_id
 from dualview.errors import DataError
+from dualview.eval.benchmarks.base import doc_text
 
 
 class MineConfig(StrictModel):
@@ -75,11 +76,6 @@ class MineConfig(StrictModel):
         if self.rank_end < self.rank_start:
             raise ValueError("rank_end is smaller than rank_start")
         return self
-
-
-def document_text(doc: Document) -> str:
-    """What the encoder reads for a passage: ``"title text"`` (the text alone when untitled)."""
-    return f"{doc.title} {doc.text}".strip() if doc.title.strip() else doc.text
 
 
 def margin_threshold(positive_score: float, margin: float) -> float:
@@ -121,7 +117,7 @@ def _content_hash(doc: Document) -> str:
 
 def encode_corpus(encoder: Any, docs: list[Document], config: MineConfig, source: dict) -> Corpus:
     """Encode (or read from the cache) every corpus document."""
-    texts = [document_text(d) for d in docs]
+    texts = [doc_text(d) for d in docs]
     emb = encoder.encode(texts, prompt=config.document_prompt, description="encoding corpus")
     return Corpus(docs, emb, [_content_hash(d) for d in docs], source)
 
@@ -216,7 +212,7 @@ class Miner:
 
     def _positive_scores(self, records: Sequence[Record], queries: np.ndarray) -> np.ndarray:
         """Each record's lowest positive score (the conservative end of the margin)."""
-        texts = [document_text(d) for r in records for d in r.positives]
+        texts = [doc_text(d) for r in records for d in r.positives]
         emb = self.encoder.encode(texts, prompt=self.config.document_prompt, description="pos")
         out, row = np.zeros(len(records), dtype=np.float32), 0
         for i, record in enumerate(records):
