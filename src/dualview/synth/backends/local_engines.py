@@ -29,12 +29,19 @@ if TYPE_CHECKING:
     from transformers import StoppingCriteria
 
 
-def default_threads() -> int:
-    """CPU cores this process may use (llama.cpp's own default is only half of them)."""
+def default_llama_threads() -> int:
+    """Half of the usable cores, at least one (llama.cpp's own rule of thumb).
+
+    llama.cpp's worker threads spin while they wait for each other, so on a busy machine a
+    thread per core collapses: on 2 shared cores (load average ~9) one thread decoded
+    7.4 tokens/s and two threads 1.5 (``benchmarks/local_llm.py``). Set ``n_threads`` to
+    the core count on a quiet machine.
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
 
 
 def cut_at_stop(text: str, stops: list[str] | None) -> str:
@@ -99,7 +106,7 @@ class LlamaCppEngine:
                 "llama-cpp-python is not installed: pip install 'dualview[llm]' "
                 "(or set engine: transformers)"
             ) from exc
-        threads = n_threads or default_threads()
+        threads = n_threads or default_llama_threads()
         self._llm = Llama(
             model_path=str(model.path),
             n_ctx=n_ctx,
@@ -110,6 +117,10 @@ class LlamaCppEngine:
 
     def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
         started = time.perf_counter()
+        # Forget the previous prompt: llama-cpp-python reuses a shared prefix of the KV
+        # cache, which changes logits slightly and so made seeded samples depend on the
+        # request before. An answer must depend on its own request only (cache keys).
+        self._llm.reset()
         response = self._llm.create_chat_completion(
             messages=messages,  # type: ignore[arg-type]
             temperature=params.temperature,
