@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dualview.config import StrictModel
-from dualview.data.gold import GOLD_DIR, load_gold
+from dualview.data.gold import GOLD_DIR, load_gold, split_path
 from dualview.data.jsonl import iter_json_lines, iter_records, write_jsonl
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
@@ -137,12 +137,12 @@ def pick_examples(pool: list[GoldPair], domain: str, shots: int, seed: int) -> l
     )
     if len(others) < shots:
         raise ConfigError(f"{shots} shot(s) need {shots} gold pairs outside domain {domain!r}")
-    first = {}
+    first: dict[str, GoldPair] = {}
     for pair in others:
         first.setdefault(_domain(pair[0]), pair)
     spread = list(first.values())
-    rest = [p for p in others if p not in spread]
-    return (spread + rest)[:shots]
+    taken = {p[0].id for p in spread}
+    return (spread + [p for p in others if p[0].id not in taken])[:shots]
 
 
 class GoldFewShotReverse:
@@ -274,6 +274,7 @@ class SynthBench:
         self.out = Path(out)
         gold_dir = config.gold_dir or GOLD_DIR
         self.pool = gold_pairs(load_gold(config.split, gold_dir), str(gold_dir))
+        self.gold_sha256 = hashlib.sha256(split_path(config.split, gold_dir).read_bytes())
         self.pairs = select_pairs(self.pool, config.limit)
         self.judge = config.judge_backend or config.backend
 
@@ -354,6 +355,7 @@ class SynthBench:
         report: dict[str, Any] = {
             "benchmark": "bench-synth",
             "split": self.config.split,
+            "gold_sha256": self.gold_sha256.hexdigest(),
             "instances": len(self.pairs),
             "domains": dict(sorted(Counter(_domain(o) for o, _ in self.pairs).items())),
             "backend": self.config.backend.model_dump(mode="json", exclude={"api_key_env"}),
