@@ -196,6 +196,11 @@ class BatchStream:
             batches = [b for b in batches if len(b) == self.batch_size]
         return batches
 
+    @staticmethod
+    def start() -> DataPosition:
+        """The first batch of the first epoch."""
+        return DataPosition()
+
     def batches_per_epoch(self) -> int:
         return len(self.plan(0))
 
