@@ -15,12 +15,14 @@ normalizes them for cosine models, so the dot product is the model's own score.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
 
 from dualview.errors import DualviewError
+
+if TYPE_CHECKING:  # torch is imported where it is used, so the CLI starts fast
+    import torch
 
 Backend = Literal["auto", "torch", "faiss"]
 Run = dict[str, dict[str, float]]
@@ -33,12 +35,14 @@ DOC_CHUNK = 65_536
 
 
 def _as_tensor(x: Any) -> torch.Tensor:
+    import torch
+
     tensor = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
     return tensor.detach().to(dtype=torch.float32)
 
 
 def _as_array(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
+    if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()
     return np.ascontiguousarray(x, dtype=np.float32)
 
@@ -99,6 +103,8 @@ def _topk_torch(
     queries: Any, docs: Any, k: int, query_chunk: int, doc_chunk: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact search in blocks; a running top-k per query block is merged across doc blocks."""
+    import torch
+
     q_all, d_all = _as_tensor(queries), _as_tensor(docs)
     scores_out, index_out = [], []
     with torch.inference_mode():

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from typing import Any
 
 from dualview.report.table import ConfigResult, ordered_columns
 
-COLORS = plt.get_cmap("tab10").colors
+# tab10, matplotlib's default cycle
+COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (imported on first plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
@@ -37,6 +47,7 @@ def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
     columns = ordered_columns(rows)
     if not columns:
         return None
+    plt = _pyplot()
     n_rows, n_cols = _grid(len(columns))
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 3.4 * n_rows), squeeze=False)
     names = [row.name for row in rows]
@@ -62,6 +73,7 @@ def pmrr_distributions(rows: list[ConfigResult], path: Path) -> Path | None:
     benchmarks = sorted({b for row in rows for b in row.per_query})
     if not benchmarks:
         return None
+    plt = _pyplot()
     n_rows, n_cols = _grid(len(benchmarks), max_cols=2)
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 3.8 * n_rows), squeeze=False)
     for ax, bench in zip(axes.flat, benchmarks, strict=False):
@@ -87,6 +99,7 @@ def loss_curves(rows: list[ConfigResult], path: Path, smooth: int = 10) -> Path 
     curves = [(row.name, row.loss_curve) for row in rows if row.loss_curve]
     if not curves:
         return None
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (name, curve) in enumerate(curves):
         steps = [s for s, _ in curve]
