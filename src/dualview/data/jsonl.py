@@ -30,20 +30,27 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
     Raises :class:`DataError` naming the file and line for invalid JSON or a non-object line.
     """
+    path = _existing(path)
+    for line_number, line in _iter_raw_lines(path):
+        yield line_number, decode_line(line, path, line_number)
+
+
+def _existing(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
         raise DataError(path, None, "file", "does not exist")
-    with path.open("r", encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, line_number, "json", f"invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(path, line_number, "json", "expected a JSON object per line")
-            yield line_number, obj
+    return path
+
+
+def decode_line(line: str, path: str | Path, line_number: int) -> dict[str, Any]:
+    """One JSONL line as a JSON object, or a located :class:`DataError`."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, line_number, "json", f"invalid JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise DataError(path, line_number, "json", "expected a JSON object per line")
+    return obj
 
 
 def validation_error_to_data_error(
@@ -120,18 +127,10 @@ def iter_records(
     Without ``skip_invalid`` the first bad line raises :class:`DataError`. With it, bad lines
     are handed to ``rejects`` (with their reason) and reading goes on.
     """
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, None, "file", "does not exist")
+    path = _existing(path)
     for line_number, line in _iter_raw_lines(path):
         try:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, line_number, "json", f"invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(path, line_number, "json", "expected a JSON object per line")
-            yield parse_record(obj, path, line_number)
+            yield parse_record(decode_line(line, path, line_number), path, line_number)
         except DataError as error:
             if not skip_invalid:
                 raise
