@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
+from rich.table import Table
 
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
@@ -67,17 +68,31 @@ def report(
     _print_files(files)
 
 
+def _print_table(csv_path: Path) -> None:
+    """The report's CSV as a terminal table, best value per column in bold."""
+    with csv_path.open(newline="") as handle:
+        header, *rows = list(csv.reader(handle))
+    best = dict(zip(header, rows.pop(), strict=True)) if rows and rows[-1][0] == "best" else {}
+    table = Table(title=csv_path.parent.name)
+    for column in header:
+        first = column == header[0]
+        table.add_column(column, justify="left" if first else "right", no_wrap=first)
+    for row in rows:
+        cells = [
+            f"[bold]{value}[/]" if best.get(column) == row[0] else value
+            for column, value in zip(header, row, strict=True)
+        ]
+        table.add_row(*cells)
+    Console().print(table)
+
+
 def _show_report(report_dir: Path) -> None:
-    markdown = report_dir / "report.md"
-    if markdown.is_file():
-        Console().print(Markdown(markdown.read_text()))
-        console.print(f"report: {markdown}")
+    if (report_dir / "report.csv").is_file():
+        _print_table(report_dir / "report.csv")
+        console.print(f"report: {report_dir / 'report.md'}")
         for png in sorted(report_dir.glob("*.png")):
             console.print(f"plot:   {png}")
 
 
 def _print_files(files) -> None:
-    Console().print(Markdown(files.markdown.read_text()))
-    console.print(f"report: {files.markdown}  csv: {files.csv}")
-    for png in files.plots:
-        console.print(f"plot:   {png}")
+    _show_report(files.markdown.parent)
