@@ -16,7 +16,7 @@ from dualview.pipeline.experiment import Experiment
 
 DEMO_DIR = Path(__file__).resolve().parent
 EVAL_DIR = DEMO_DIR / "data" / "eval"
-FAST_OVERRIDES = {"limit": 10, "max_size": 20, "epochs": 2}
+FAST_OVERRIDES = {"limit": 10, "max_size": 20, "epochs": 3, "batch_size": 4}
 
 
 def eval_benchmarks() -> list[str]:
@@ -33,6 +33,7 @@ def demo_experiment(fast: bool = False, run_dir: Path | None = None) -> Experime
         for mix in data["mixes"]:
             mix["max_size"] = FAST_OVERRIDES["max_size"]
         data["training"]["config"]["epochs"] = FAST_OVERRIDES["epochs"]
+        data["training"]["config"]["batch_size"] = FAST_OVERRIDES["batch_size"]
     if run_dir is not None:
         data["run_dir"] = str(run_dir)
     return validate_config(Experiment, data, str(DEMO_DIR / "demo.yaml"))

@@ -113,6 +113,7 @@ def loss_curves(rows: list[ConfigResult], path: Path, smooth: int = 10) -> Path 
             for k in range(len(losses))
         ]
         ax.plot(steps, averaged, color=color, linewidth=1.8, label=name)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title("Training loss")
