@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dualview.errors import DualviewError
+from dualview.errors import DualviewError, Interrupted
 from dualview.pipeline.stages import Pipeline, Stage, read_done
 
 
@@ -77,3 +77,38 @@ def test_killed_stage_is_resumed_in_same_folder(tmp_path):
 def test_dependency_order_is_checked(tmp_path):
     with pytest.raises(DualviewError, match="must come first"):
         Pipeline(tmp_path, [Stage("b", lambda o, u: None, after=["a"])])
+
+
+def test_interrupted_training_is_not_marked_done(tmp_path, monkeypatch):
+    from dualview.demo import EVAL_DIR
+    from dualview.pipeline.build import build_pipeline
+    from dualview.pipeline.experiment import Experiment
+    from dualview.train import trainer
+
+    calls = []
+
+    def fake_train(config, resume=False):
+        calls.append(resume)
+        return trainer.TrainResult(None, steps=3, interrupted=True, first_loss=1, last_loss=1)
+
+    monkeypatch.setattr(trainer, "train", fake_train)
+    exp = Experiment.model_validate(
+        {
+            "name": "t",
+            "run_dir": str(tmp_path / "run"),
+            "instructions": {"path": "gold:train", "views": ["orig", "dv"], "limit": 8},
+            "synthesis": {"enabled": False},
+            "mixes": [{"name": "m", "preset": "ins-dv", "size": 4}],
+            "training": {"config": {"data": {"train_file": "x"}, "output_dir": "x"}},
+            "evaluation": {"benchmarks": [f"paired={EVAL_DIR / 'paired'}"]},
+        }
+    )
+    pipeline = build_pipeline(exp)
+    with pytest.raises(Interrupted, match="rerun to resume"):
+        pipeline.run()
+    status = {p.stage.name: p.status for p in pipeline.plan()}
+    assert status == {
+        "data": "cached", "mix-m": "cached", "train-m": "partial", "eval": "pending",
+        "report": "pending",
+    }  # fmt: skip
+    assert calls == [False]

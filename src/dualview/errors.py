@@ -28,3 +28,9 @@ class DataError(DualviewError):
 
 class ConfigError(DualviewError):
     """A configuration file (YAML) that does not match its schema."""
+
+
+class Interrupted(DualviewError):
+    """A long job stopped on request (SIGTERM) after saving its state; rerun to resume."""
+
+    exit_code = 143

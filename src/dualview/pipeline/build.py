@@ -23,7 +23,7 @@ from dualview.data import formats
 from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_records, write_jsonl
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.schema import Record
-from dualview.errors import DualviewError
+from dualview.errors import DualviewError, Interrupted
 from dualview.eval.benchmarks import parse_spec
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
@@ -167,7 +167,9 @@ def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
         config = validate_config(TrainConfig, data, "experiment training")
         resume = (out / "checkpoints").exists()
         result = train(config, resume=resume)
-        return {"steps": getattr(result, "steps", None), "resumed": resume}
+        if result.interrupted:
+            raise Interrupted(f"{out}: training stopped at step {result.steps}; rerun to resume")
+        return {"steps": result.steps, "resumed": resume, "last_loss": result.last_loss}
 
     return run
 
