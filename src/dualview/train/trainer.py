@@ -209,9 +209,10 @@ class Trainer:
                 record["elapsed_s"] = round(time.perf_counter() - start, 3)
                 self._log(record, log)
                 progress.update(task, advance=1, status=f"loss {last:.4f}")
-                if state.step % self.config.checkpoint_every == 0 or stop.requested:
+                stopping = self._any_rank(stop.requested)
+                if state.step % self.config.checkpoint_every == 0 or stopping:
                     self.save_checkpoint(state)
-                if stop.requested:
+                if stopping:
                     interrupted = True
                     break
         if log is not None:
@@ -220,6 +221,13 @@ class Trainer:
         if self.config.tracking != "none":
             self.accelerator.end_training()
         return TrainResult(model_dir, state.step, interrupted, first, last)
+
+    def _any_rank(self, flag: bool) -> bool:
+        """True when ``flag`` is set on any rank (all ranks must stop at the same step)."""
+        if self.accelerator.num_processes == 1:
+            return flag
+        value = torch.tensor([float(flag)], device=self.accelerator.device)
+        return bool(self.accelerator.reduce(value, reduction="sum").item() > 0)
 
     def _autocast(self):
         return self.accelerator.autocast() if self.config.mixed_precision != "no" else nullcontext()
