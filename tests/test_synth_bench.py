@@ -12,10 +12,12 @@ from typer.testing import CliRunner
 from dualview.cli import app
 from dualview.data.gold import GoldInstance, iter_gold_records, load_gold
 from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.schema import Record
 from dualview.synth.bench import (
     BenchConfig,
     GoldFewShotReverse,
     SynthBench,
+    closeness,
     gold_pairs,
     pick_examples,
     select_pairs,
@@ -147,7 +149,7 @@ def test_counts_and_judge_agreement_match_the_script(tmp_path: Path, gold_dir: P
     assert (negative["units"], negative["passed"]) == (6, 1)
     assert negative["accuracy"] == pytest.approx(4 / 6, abs=1e-4)
     assert report["judge"]["balanced_accuracy"] == pytest.approx((0.5 + 4 / 6) / 2, abs=1e-4)
-    assert "| 0 | 6 | 67% | 17% | 33% |" in (tmp_path / "out" / "bench.md").read_text()
+    assert "| 0 | 6 | 67% | 17% | 33% | 0/2 |" in (tmp_path / "out" / "bench.md").read_text()
     # The reversal targets the gold N* (meta.n_star), even where it is not the first negative.
     produced = list(iter_records(tmp_path / "out" / "shots-1" / "reverse.jsonl"))
     gold = {o.id: dv.positives[0].id for o, dv in gold_pairs(load_gold("train", gold_dir))}
@@ -182,6 +184,31 @@ def test_example_choice_is_deterministic_and_spreads_domains(gold_dir: Path) -> 
     first = [o.id for o, _ in pick_examples(pool, "alpha", 2, seed=7)]
     assert first == [o.id for o, _ in pick_examples(pool, "alpha", 2, seed=7)]
     assert {i.split("-")[1] for i in first} == {"beta", "gamma"}
+
+
+def test_closeness_counts_near_copies_of_the_original() -> None:
+    def produced(instruction: str) -> Record:
+        data = instance("alpha", 1)
+        doc = {"id": "d1", "text": "some passage text"}
+        return Record.model_validate(
+            {
+                "id": "x-dv",
+                "parent_id": "x",
+                "view": "dv",
+                "query": data["query"],
+                "instruction": instruction,
+                "positives": [doc],
+                "meta": {"orig_instruction": "I want material for children only."},
+            }
+        )
+
+    found = closeness(
+        [produced("I want material for children only, please."), produced("Adults only here.")],
+        {"x": "Adults only here."},
+        near_copy=0.8,
+    )
+    assert found["accepted"] == 2 and found["near_copies_of_original"] == 1
+    assert 0.5 < found["mean_ratio_to_gold"] < 1.0
 
 
 def test_selection_is_round_robin_over_domains(gold_dir: Path) -> None:

@@ -29,12 +29,14 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from statistics import fmean
 from typing import Any, Literal
 
 from pydantic import Field
 
 from dualview.config import StrictModel
 from dualview.data.gold import GOLD_DIR, load_gold, split_path
+from dualview.data.gold_check import char_ratio
 from dualview.data.jsonl import iter_json_lines, iter_records, write_jsonl
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
@@ -68,6 +70,8 @@ class BenchConfig(StrictModel):
     seed: int = 0
     # Passages of few-shot examples are cut to this many characters (prompt length).
     example_passage_chars: int = Field(default=600, ge=50)
+    # An accepted reversal this similar to the original (difflib ratio) is a near-copy.
+    near_copy_ratio: float = Field(default=0.8, gt=0, le=1)
     # Reversal settings (``examples`` and ``n_star`` are set by the benchmark).
     reverse: ReverseConfig = ReverseConfig()
     verify: VerifyConfig = VerifyConfig()
@@ -208,6 +212,19 @@ def rejection_reasons(out: Path) -> Counter[str]:
     return reasons
 
 
+def closeness(produced: list[Record], gold: dict[str, str], near_copy: float) -> dict[str, Any]:
+    """How close accepted reversals are to the original instruction and to the gold reversal
+    (difflib ratio of normalized texts); near-copies of the original are counted."""
+    to_orig = [char_ratio(str(r.meta.get("orig_instruction", "")), r.instruction) for r in produced]
+    to_gold = [char_ratio(gold.get(r.parent_id or "", ""), r.instruction) for r in produced]
+    return {
+        "accepted": len(produced),
+        "near_copies_of_original": sum(x >= near_copy for x in to_orig),
+        "mean_ratio_to_original": round(fmean(to_orig), 4) if to_orig else None,
+        "mean_ratio_to_gold": round(fmean(to_gold), 4) if to_gold else None,
+    }
+
+
 def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 4) if den else None
 
@@ -333,6 +350,11 @@ class SynthBench:
             "pass_rate_of_accepted": _ratio(ver["outcomes"]["ok"], rev["outcomes"]["ok"]),
             **cost(ver),
         }
+        metrics["closeness"] = closeness(
+            list(iter_records(reversed_out)),
+            {orig.id: dv.instruction for orig, dv in self.pairs},
+            self.config.near_copy_ratio,
+        )
         metrics["complete"] = bool(rev["complete"] and ver["complete"])
         metrics["samples"] = self._samples(reversed_out)
         return metrics
@@ -381,15 +403,18 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"Gold {report['split']} split, {report['instances']} instances; "
         f"backend `{report['backend']['model']}`, judge `{report['judge_backend']['model']}`.",
         "",
-        "| shots | records | parse rate | None rate | accepted | rejections | judge pass "
-        "| s/record (reverse) | s/record (judge) | tokens in/out per record |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| shots | records | parse rate | None rate | accepted | near-copies of original "
+        "| rejections | judge pass | s/record (reverse) | s/record (judge) "
+        "| tokens in/out per record |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for shots, m in report["shots"].items():
         reasons = ", ".join(f"{k} {v}" for k, v in m["rejection_reasons"].items()) or "-"
         lines.append(
             f"| {shots} | {m['records']} | {_pct(m['parse_rate'])} | {_pct(m['none_rate'])} "
-            f"| {_pct(m['accepted_rate'])} | {reasons} | {_pct(m['judge']['pass_rate'])} "
+            f"| {_pct(m['accepted_rate'])} "
+            f"| {m['closeness']['near_copies_of_original']}/{m['closeness']['accepted']} "
+            f"| {reasons} | {_pct(m['judge']['pass_rate'])} "
             f"| {m['seconds_per_record']} | {m['judge']['seconds_per_record']} "
             f"| {m['tokens_in_per_record']} / {m['tokens_out_per_record']} |"
         )
