@@ -145,6 +145,7 @@ def test_counts_and_judge_agreement_match_the_script(tmp_path: Path, gold_dir: P
     positive, negative = report["judge"]["gold_positive"], report["judge"]["gold_negative"]
     assert (positive["units"], positive["passed"], positive["accuracy"]) == (6, 3, 0.5)
     assert positive["unparsable_judgements"] == 1
+    assert positive["failed_unit_answers"]["Hard to say."] == 1
     # Controls: gamma-001 accepted (wrong), gamma-002 unparsable (wrong), four rejected.
     assert (negative["units"], negative["passed"]) == (6, 1)
     assert negative["accuracy"] == pytest.approx(4 / 6, abs=1e-4)

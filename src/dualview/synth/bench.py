@@ -225,6 +225,16 @@ def closeness(produced: list[Record], gold: dict[str, str], near_copy: float) ->
     }
 
 
+def failed_answers(out: Path, top: int = 5) -> dict[str, int]:
+    """The most common raw LLM answers of the units a run dropped (e.g. a judge that always
+    answers a bare ``[1]``), each cut to 60 characters."""
+    answers: Counter[str] = Counter()
+    dropped = side_path(out, "dropped.jsonl")
+    for _, row in iter_json_lines(dropped) if dropped.exists() else []:
+        answers.update(" ".join(str(a).split())[:60] for a in row.get("raw") or [])
+    return dict(answers.most_common(top))
+
+
 def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 4) if den else None
 
@@ -260,7 +270,7 @@ def reverse_metrics(stats: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
-def judge_metrics(stats: dict[str, Any], expect_pass: bool) -> dict[str, Any]:
+def judge_metrics(stats: dict[str, Any], out: Path, expect_pass: bool) -> dict[str, Any]:
     """Judge accuracy on units whose right verdict is known: pass (gold) or fail (control)."""
     units = stats["units"]
     passed = stats["outcomes"]["ok"]
@@ -272,6 +282,7 @@ def judge_metrics(stats: dict[str, Any], expect_pass: bool) -> dict[str, Any]:
         "unparsable_judgements": stats["counts"].get("unparsable", 0),
         "accuracy": _ratio(correct, units),
         "scenario_accuracy": stats["summary"].get("scenario_accuracy", {}),
+        "failed_unit_answers": failed_answers(out),
         **cost(stats),
     }
 
@@ -321,9 +332,11 @@ class SynthBench:
         verify = VerifyTask(self.config.verify)
         params = self.config.judge_sampling
         folder = self.out / "judge"
-        gold = self._run(verify, self.judge, params, inputs["pairs"], folder / "gold.jsonl")
-        control = self._run(verify, self.judge, params, inputs["control"], folder / "control.jsonl")
-        positive, negative = judge_metrics(gold, True), judge_metrics(control, False)
+        gold_out, control_out = folder / "gold.jsonl", folder / "control.jsonl"
+        gold = self._run(verify, self.judge, params, inputs["pairs"], gold_out)
+        control = self._run(verify, self.judge, params, inputs["control"], control_out)
+        positive = judge_metrics(gold, gold_out, True)
+        negative = judge_metrics(control, control_out, False)
         accs = [positive["accuracy"], negative["accuracy"]]
         balanced = sum(accs) / 2 if None not in accs else None
         return {"gold_positive": positive, "gold_negative": negative, "balanced_accuracy": balanced}
@@ -348,6 +361,8 @@ class SynthBench:
             "passed": ver["outcomes"]["ok"],
             "pass_rate": _ratio(ver["outcomes"]["ok"], metrics["answered"]),
             "pass_rate_of_accepted": _ratio(ver["outcomes"]["ok"], rev["outcomes"]["ok"]),
+            "unparsable_judgements": ver["counts"].get("unparsable", 0),
+            "failed_unit_answers": failed_answers(folder / "verify.jsonl"),
             **cost(ver),
         }
         metrics["closeness"] = closeness(
@@ -429,6 +444,9 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"| original as reversal fails (control) | {neg['units']} | {_pct(neg['accuracy'])} "
         f"| {neg['unparsable_judgements']} | {neg['seconds_per_record']} |",
         f"| balanced | | {_pct(judge['balanced_accuracy'])} | | |",
+        "",
+        "Most common raw judge answers in failed gold units: "
+        + (", ".join(f"`{a}` x{n}" for a, n in pos["failed_unit_answers"].items()) or "-"),
         "",
     ]
     return "\n".join(lines)
