@@ -35,6 +35,8 @@ def train_cmd(
     if result.interrupted:
         console.print(f"stopped at step {result.steps}: checkpoint saved, continue with --resume")
         raise typer.Exit(code=143)
+    if result.model_dir is None:  # not the main process
+        return
     console.print(
         f"trained {result.steps} step(s); loss {result.first_loss} -> {result.last_loss}; "
         f"model: {result.model_dir}"

@@ -14,6 +14,7 @@ reproduces the uninterrupted run. Per-step metrics go to stdout and ``train_log.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -151,6 +152,8 @@ class Trainer:
     def _make_accelerator(self) -> Accelerator:
         config = self.config
         kwargs: dict[str, Any] = {"mixed_precision": config.mixed_precision}
+        if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            kwargs["cpu"] = True  # several CPU processes (torchrun): accelerate's MULTI_CPU, gloo
         if config.deepspeed_config is not None:
             if config.gradcache_chunk_size is not None:
                 raise ConfigError("gradcache_chunk_size cannot be combined with deepspeed_config")
