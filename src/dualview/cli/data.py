@@ -127,3 +127,20 @@ def stats(
 
 def _hist(hist: dict) -> str:
     return "  ".join(f"{k}:{v}" for k, v in hist.items()) or "-"
+
+
+@data_app.command("split-beir")
+def split_beir_command(
+    source: Annotated[Path, typer.Argument(help="BEIR folder to split by query.")],
+    first: Annotated[Path, typer.Argument(help="Folder for the first N queries.")],
+    rest: Annotated[Path, typer.Argument(help="Folder for the remaining queries.")],
+    n_first: Annotated[int, typer.Option("--n", help="Queries in the first folder.")],
+    seed: Annotated[
+        int | None, typer.Option(help="Shuffle queries with this seed (default: qrels order).")
+    ] = None,
+) -> None:
+    """Split a BEIR folder into two by query (same corpus): e.g. seed data vs held-out."""
+    from dualview.data.split import split_beir
+
+    n1, n2 = split_beir(source, first, rest, n_first, seed=seed)
+    console.print(f"{first}: {n1} queries; {rest}: {n2} queries")
