@@ -54,6 +54,14 @@ def test_reverse_cases() -> None:
     assert parse_reverse(good, ORIGINAL, FRAGMENTS).value == "Only passages about children count."
     assert parse_reverse("<answer>NONE</answer>", ORIGINAL, FRAGMENTS).status == "impossible"
     assert parse_reverse(good + good, ORIGINAL, FRAGMENTS).ok  # an identical repeat is harmless
+    base = (
+        "I am only interested in results from animal experiments; studies on human "
+        "participants are not relevant, and neither is advice on"
+    )
+    answer = f"<answer><new_instruction>{base} sleep.</new_instruction></answer>"
+    assert parse_reverse(answer, ORIGINAL, FRAGMENTS).ok  # no examples given: accepted
+    rejected = parse_reverse(answer, ORIGINAL, FRAGMENTS, examples=(f"{base} brewing.",))
+    assert rejected.reason.startswith("echoes_prompt")
     bad = {
         "": "no_answer",
         "<answer></answer>": "malformed",
@@ -150,7 +158,8 @@ def test_choice_cases() -> None:
     assert parse_choice("<answer>[5]</answer>", 4).reason.startswith("out_of_range")
     assert parse_choice("<answer>[0]</answer>", 4).status == "rejected"
     assert parse_choice("<answer>2 or 3</answer>", 4).status == "rejected"
-    assert parse_choice("[2]", 4).reason.startswith("no_answer")
+    assert parse_choice(" [2]\n", 4).value == 2  # a bare choice is unambiguous
+    assert parse_choice("I pick [2]", 4).reason.startswith("no_answer")
 
 
 @settings(max_examples=400, deadline=None)

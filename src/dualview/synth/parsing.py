@@ -8,6 +8,7 @@ format exactly is rejected.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -137,5 +138,16 @@ def echoes(
         if len(fragment) >= 20 and fragment in norm:
             return True
         if len(norm) >= 12 and norm in fragment:
+            return True
+    return False
+
+
+def near_copy(value: str, references: tuple[str, ...] | list[str], threshold: float = 0.75) -> bool:
+    """True when ``value`` is a reworded copy of a reference (word-sequence similarity at least
+    ``threshold``): e.g. a few-shot answer with its topic words swapped."""
+    words = normalize(value).split()
+    for reference in references:
+        ratio = difflib.SequenceMatcher(None, words, normalize(reference).split()).ratio()
+        if ratio >= threshold:
             return True
     return False

@@ -26,6 +26,7 @@ from dualview.synth.parsing import (
     impossible,
     is_none_answer,
     length_problem,
+    near_copy,
     normalize,
     only_blocks,
     reject,
@@ -98,10 +99,11 @@ def parse_reverse(
     min_words: int = 3,
     max_chars: int = 600,
     inputs: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
 ) -> Parsed[str]:
     """The new instruction from an answer, ``impossible`` for ``<answer>None</answer>``, or a
     rejection: no/ambiguous answer, stray text, empty, same as the original, an echo of the
-    prompt, or an absurd length."""
+    prompt (including a reworded copy of a worked example's answer), or an absurd length."""
     answer = the_answer(text)
     if not answer.ok:
         return answer
@@ -120,6 +122,8 @@ def parse_reverse(
         return reject("same_as_original", "the new instruction repeats the original")
     if echoes(instruction, fragments, inputs):
         return reject("echoes_prompt", "the new instruction copies text of the prompt")
+    if near_copy(instruction, examples):
+        return reject("echoes_prompt", "the new instruction rewords a worked example's answer")
     problem = length_problem(instruction, min_words, max_chars)
     if problem:
         return reject("absurd_length", problem)
@@ -208,6 +212,7 @@ class ReverseTask:
             self.config.min_words,
             self.config.max_chars,
             inputs=(record.query, *(d.text for d in record.documents())),
+            examples=tuple(e.new_instruction for e in self.examples if e.new_instruction),
         )
         if parsed.status != "ok":
             return Outcome(parsed.status, reason=parsed.reason)

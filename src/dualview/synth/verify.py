@@ -51,8 +51,10 @@ class Scenario:
 
 
 def parse_choice(text: str, n_choices: int) -> Parsed[int]:
-    """The 1-based passage number from ``<answer>[k]</answer>``, or a rejection."""
-    answer = the_answer(text)
+    """The 1-based passage number from ``<answer>[k]</answer>`` (or a reply that is nothing but
+    ``[k]``, which small models give), or a rejection."""
+    bare = _CHOICE.fullmatch(text.strip())
+    answer = accept(text.strip()) if bare else the_answer(text)
     if not answer.ok:
         return answer
     match = _CHOICE.fullmatch((answer.value or "").strip())
