@@ -412,6 +412,10 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     """The report as Markdown: one row per shots setting, then the judge's accuracy."""
     lines = [
@@ -430,8 +434,8 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {_pct(m['accepted_rate'])} "
             f"| {m['closeness']['near_copies_of_original']}/{m['closeness']['accepted']} "
             f"| {reasons} | {_pct(m['judge']['pass_rate'])} "
-            f"| {m['seconds_per_record']} | {m['judge']['seconds_per_record']} "
-            f"| {m['tokens_in_per_record']} / {m['tokens_out_per_record']} |"
+            f"| {_num(m['seconds_per_record'])} | {_num(m['judge']['seconds_per_record'])} "
+            f"| {_num(m['tokens_in_per_record'])} / {_num(m['tokens_out_per_record'])} |"
         )
     judge = report["judge"]
     pos, neg = judge["gold_positive"], judge["gold_negative"]
@@ -440,9 +444,9 @@ def markdown_table(report: dict[str, Any]) -> str:
         "| judge check | units | accuracy | unparsable judgements | s/unit |",
         "|---|---|---|---|---|",
         f"| gold reversal passes (orig + gold dv) | {pos['units']} | {_pct(pos['accuracy'])} "
-        f"| {pos['unparsable_judgements']} | {pos['seconds_per_record']} |",
+        f"| {pos['unparsable_judgements']} | {_num(pos['seconds_per_record'])} |",
         f"| original as reversal fails (control) | {neg['units']} | {_pct(neg['accuracy'])} "
-        f"| {neg['unparsable_judgements']} | {neg['seconds_per_record']} |",
+        f"| {neg['unparsable_judgements']} | {_num(neg['seconds_per_record'])} |",
         f"| balanced | | {_pct(judge['balanced_accuracy'])} | | |",
         "",
         "Most common raw judge answers in failed gold units: "
