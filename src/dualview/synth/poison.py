@@ -5,9 +5,7 @@ out as three records exactly as the ``infir`` format adapter does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from dualview.config import StrictModel
 from dualview.data.formats.infir import convert_row
@@ -24,7 +22,7 @@ from dualview.synth.parsing import (
     single_field,
     the_answer,
 )
-from dualview.synth.task import LLM, Outcome, one_per_record, truncate
+from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import load_template
 
 FIELDS = (
@@ -88,7 +86,7 @@ def parse_poison(
     return accept(values)
 
 
-class PoisonTask:
+class PoisonTask(TemplateTask):
     """The runner task for InF-IR poisoning; one ``orig`` record in, three records out."""
 
     name = "poison"
@@ -96,15 +94,6 @@ class PoisonTask:
     def __init__(self, config: PoisonConfig | None = None) -> None:
         self.config = config or PoisonConfig()
         self.template = load_template("poison", self.config.template)
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
-
-    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
-        return one_per_record(records)
-
-    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
-        return {}
 
     async def run(self, unit: list[Record], llm: LLM) -> Outcome:
         record = unit[0]

@@ -11,7 +11,6 @@ original and ``meta`` records N*, the original instruction and the original posi
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +32,7 @@ from dualview.synth.parsing import (
     single_field,
     the_answer,
 )
-from dualview.synth.task import LLM, Outcome, one_per_record, truncate
+from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import PromptTemplate, load_template
 
 
@@ -152,7 +151,7 @@ def make_dv_record(record: Record, n_index: int, instruction: str, model: str) -
     )
 
 
-class ReverseTask:
+class ReverseTask(TemplateTask):
     """The runner task for polarity reversal."""
 
     name = "reverse"
@@ -164,15 +163,6 @@ class ReverseTask:
         self.template: PromptTemplate = base.with_fragments(
             [e.new_instruction for e in self.examples if e.new_instruction]
         )
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
-
-    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
-        return one_per_record(records)
-
-    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
-        return {}
 
     def prompt(self, record: Record, n_index: int) -> str:
         cut = self.config.max_passage_chars

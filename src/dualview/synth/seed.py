@@ -4,9 +4,7 @@ query's topic that break it; those passages are the record's instruction negativ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, ValidationError
 
@@ -25,7 +23,7 @@ from dualview.synth.parsing import (
     single_field,
     the_answer,
 )
-from dualview.synth.task import LLM, Outcome, one_per_record, truncate
+from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import load_template
 
 
@@ -78,7 +76,7 @@ def parse_seed(
     return accept((value, negatives))
 
 
-class SeedTask:
+class SeedTask(TemplateTask):
     """The runner task that turns plain records into instruction-bearing ``orig`` records."""
 
     name = "seed"
@@ -86,15 +84,6 @@ class SeedTask:
     def __init__(self, config: SeedConfig | None = None) -> None:
         self.config = config or SeedConfig()
         self.template = load_template("seed", self.config.template)
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
-
-    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
-        return one_per_record(records)
-
-    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
-        return {}
 
     async def run(self, unit: list[Record], llm: LLM) -> Outcome:
         record = unit[0]

@@ -110,6 +110,23 @@ def one_per_record(records: Iterable[Record]) -> Iterator[list[Record]]:
         yield [record]
 
 
+class TemplateTask:
+    """Defaults shared by the prompt-template tasks: the cache fingerprint is the template's
+    hash plus the task config; one record per unit; no task-level summary."""
+
+    config: Any
+    template: Any
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
+
+    def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
+        return one_per_record(records)
+
+    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
+        return {}
+
+
 def truncate(text: str, max_chars: int) -> str:
     """``text`` cut to ``max_chars`` (at a word boundary when possible) for a prompt."""
     if len(text) <= max_chars:

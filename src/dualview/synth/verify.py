@@ -23,7 +23,7 @@ from dualview.config import StrictModel
 from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.synth.parsing import Parsed, accept, reject, the_answer
-from dualview.synth.task import LLM, Outcome, truncate
+from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import load_template
 
 _CHOICE = re.compile(r"\[?\s*([0-9]{1,3})\s*\]?")
@@ -116,7 +116,7 @@ def load_distractor_pool(path: Path) -> list[Document]:
     return list(pool.values())
 
 
-class VerifyTask:
+class VerifyTask(TemplateTask):
     """The runner task for multiple-choice verification (kept = ``ok``, dropped = ``rejected``)."""
 
     name = "verify"
@@ -127,9 +127,6 @@ class VerifyTask:
         self.pool = (
             load_distractor_pool(self.config.distractor_file) if self.config.distractor_file else []
         )
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
         return group_units(records)
