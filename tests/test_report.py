@@ -48,3 +48,17 @@ def test_write_report_makes_pngs(tmp_path):
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert plot.stat().st_size > 5000
     assert "![metrics](metrics.png)" in files.markdown.read_text()
+
+
+def test_aggregate_over_seeds_gives_mean_and_spread(tmp_path):
+    from dualview.report.table import aggregate
+
+    seed1 = [ConfigResult("A", {"m": 1.0}, {"b": [1.0]}, [(1, 2.0)])]
+    seed2 = [ConfigResult("A", {"m": 3.0}, {"b": [5.0]}, [(1, 4.0)])]
+    (row,) = aggregate([seed1, seed2])
+    assert row.runs == 2 and row.metrics == {"m": 2.0}
+    assert abs(row.spread["m"] - 2**0.5) < 1e-12
+    assert row.per_query == {"b": [1.0, 5.0]} and row.loss_curve == [(1, 3.0)]
+    assert "| A | 2.00 ± 1.41 |" in to_markdown([row])
+    header = to_csv([row]).splitlines()[0]
+    assert header == "configuration,m,m (sd)"

@@ -56,15 +56,17 @@ def demo(
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder of `dualview run`.")],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run folder(s) of `dualview run`; several = seeds.")
+    ],
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default RUN_DIR/report).")
     ] = None,
 ) -> None:
-    """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run."""
-    from dualview.report.run_report import report_run
+    """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run, or mean ± sd of several."""
+    from dualview.report.run_report import report_runs
 
-    files = report_run(run_dir, out)
+    files = report_runs(run_dirs, out)
     _print_files(files)
 
 

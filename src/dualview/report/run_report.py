@@ -8,22 +8,27 @@ from pathlib import Path
 from dualview.errors import DualviewError
 from dualview.report import ReportFiles, write_report
 from dualview.report.collect import collect_rows
+from dualview.report.table import ConfigResult, aggregate
 
 CONFIGURATIONS = "configurations.json"
 
 
-def report_from_eval_stage(eval_stage: Path, out_dir: Path, title: str) -> ReportFiles:
-    """Report of one eval stage folder (its ``configurations.json`` and ``eval/`` results)."""
+def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
+    """Report rows of one eval stage folder (``configurations.json`` and ``eval/``)."""
     config_path = eval_stage / CONFIGURATIONS
     if not config_path.is_file():
         raise DualviewError(f"{config_path}: missing; the eval stage has not run yet")
     configurations = json.loads(config_path.read_text())
-    rows = collect_rows(
+    return collect_rows(
         eval_stage / "eval",
         configurations["models"],
         {k: Path(v) for k, v in configurations.get("loss_logs", {}).items()},
     )
-    return write_report(rows, out_dir, title=title)
+
+
+def report_from_eval_stage(eval_stage: Path, out_dir: Path, title: str) -> ReportFiles:
+    """Report of one eval stage folder."""
+    return write_report(rows_of_eval_stage(eval_stage), out_dir, title=title)
 
 
 def find_eval_stage(run_dir: Path) -> Path:
@@ -37,9 +42,18 @@ def find_eval_stage(run_dir: Path) -> Path:
     return run_dir / index["eval"]
 
 
-def report_run(run_dir: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
-    """Tables and plots for a run folder, written to ``out_dir`` (default ``RUN_DIR/report``)."""
-    run_dir = Path(run_dir)
-    return report_from_eval_stage(
-        find_eval_stage(run_dir), Path(out_dir or run_dir / "report"), title=run_dir.name
-    )
+def report_runs(run_dirs: list[Path], out_dir: str | Path | None = None) -> ReportFiles:
+    """Tables and plots for one run folder (default output ``RUN_DIR/report``), or for
+    several runs of the same experiment (seeds): mean ± standard deviation per metric."""
+    if not run_dirs:
+        raise DualviewError("report: give at least one run folder")
+    runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
+    if len(run_dirs) == 1:
+        rows, title = runs[0], Path(run_dirs[0]).name
+        default_out = Path(run_dirs[0]) / "report"
+    else:
+        rows, title = aggregate(runs), " + ".join(Path(d).name for d in run_dirs)
+        if out_dir is None:
+            raise DualviewError("report: several run folders need --out")
+        default_out = Path(out_dir)
+    return write_report(rows, Path(out_dir or default_out), title=title)

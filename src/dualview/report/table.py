@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 
 PAPER_COLUMNS = (
@@ -31,6 +32,34 @@ class ConfigResult:
     metrics: dict[str, float] = field(default_factory=dict)
     per_query: dict[str, list[float]] = field(default_factory=dict)
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    # Over several runs (seeds): sample standard deviation per metric, and the run count.
+    spread: dict[str, float] = field(default_factory=dict)
+    runs: int = 1
+
+
+def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
+    """Rows of several runs (e.g. seeds) merged by name: mean and sample standard deviation
+    of each metric, per-query values pooled, loss curves averaged per step."""
+    by_name: dict[str, list[ConfigResult]] = {}
+    for rows in runs:
+        for row in rows:
+            by_name.setdefault(row.name, []).append(row)
+    merged = []
+    for name, rows in by_name.items():
+        out = ConfigResult(name, runs=len(rows))
+        for column in {c for r in rows for c in r.metrics}:
+            values = [r.metrics[column] for r in rows if column in r.metrics]
+            out.metrics[column] = statistics.fmean(values)
+            out.spread[column] = statistics.stdev(values) if len(values) > 1 else 0.0
+        for key in {k for r in rows for k in r.per_query}:
+            out.per_query[key] = [v for r in rows for v in r.per_query.get(key, [])]
+        steps: dict[int, list[float]] = {}
+        for r in rows:
+            for step, loss in r.loss_curve:
+                steps.setdefault(step, []).append(loss)
+        out.loss_curve = [(s, statistics.fmean(v)) for s, v in sorted(steps.items())]
+        merged.append(out)
+    return merged
 
 
 def ordered_columns(rows: list[ConfigResult]) -> list[str]:
@@ -60,16 +89,26 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
+def _cell(row: ConfigResult, column: str) -> str:
+    text = _fmt(row.metrics.get(column))
+    if row.runs > 1 and column in row.spread:
+        text += f" ± {row.spread[column]:.2f}"
+    return text
+
+
 def to_markdown(rows: list[ConfigResult], title: str | None = None) -> str:
     columns = ordered_columns(rows)
     best = best_per_column(rows, columns)
     lines = [f"### {title}", ""] if title else []
+    runs = max((row.runs for row in rows), default=1)
+    if runs > 1:
+        lines += [f"Mean ± sample standard deviation over {runs} runs (seeds).", ""]
     lines.append("| configuration | " + " | ".join(columns) + " |")
     lines.append("|---|" + "---:|" * len(columns))
     for row in rows:
         cells = []
         for column in columns:
-            text = _fmt(row.metrics.get(column))
+            text = _cell(row, column)
             cells.append(f"**{text}**" if best.get(column) == row.name and len(rows) > 1 else text)
         lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -80,8 +119,12 @@ def to_csv(rows: list[ConfigResult]) -> str:
     best = best_per_column(rows, columns)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["configuration", *columns])
+    with_spread = any(row.runs > 1 for row in rows)
+    sd_columns = [f"{c} (sd)" for c in columns] if with_spread else []
+    writer.writerow(["configuration", *columns, *sd_columns])
     for row in rows:
-        writer.writerow([row.name, *(_fmt(row.metrics.get(c)) for c in columns)])
-    writer.writerow(["best", *(best.get(c, "") for c in columns)])
+        values = [_fmt(row.metrics.get(c)) for c in columns]
+        spreads = [_fmt(row.spread.get(c)) for c in columns] if with_spread else []
+        writer.writerow([row.name, *values, *spreads])
+    writer.writerow(["best", *(best.get(c, "") for c in columns), *([""] * len(sd_columns))])
     return buffer.getvalue()
