@@ -287,3 +287,15 @@ def test_broken_custom_template_stops_the_run(tmp_path: Path) -> None:
     runner = Runner(task, CountingBackend(), SamplingParams(), RunnerConfig())
     with pytest.raises(DualviewError, match="no_such_variable"):
         runner.run(lambda: task.units(iter_records(FIXTURE)), tmp_path / "o.jsonl")
+
+
+def test_parser_version_changes_the_cache_key_only_when_bumped():
+    from dualview.synth.reverse import ReverseTask
+    from dualview.synth.seed import SeedTask
+
+    assert "parser_version" not in SeedTask().fingerprint()  # version 1: old keys kept
+    reverse = ReverseTask()
+    before = reverse.fingerprint()
+    assert before["parser_version"] == 2
+    reverse.parser_version = 3
+    assert reverse.fingerprint() != before

@@ -154,6 +154,8 @@ def make_dv_record(record: Record, n_index: int, instruction: str, model: str) -
 class ReverseTask(TemplateTask):
     """The runner task for polarity reversal."""
 
+    parser_version = 2  # 2: reworded copies of a worked example are rejected
+
     name = "reverse"
 
     def __init__(self, config: ReverseConfig | None = None) -> None:

@@ -112,13 +112,23 @@ def one_per_record(records: Iterable[Record]) -> Iterator[list[Record]]:
 
 class TemplateTask:
     """Defaults shared by the prompt-template tasks: the cache fingerprint is the template's
-    hash plus the task config; one record per unit; no task-level summary."""
+    hash plus the task config (plus ``parser_version`` once it is above 1); one record per
+    unit; no task-level summary.
+
+    The cache stores verdicts, not only raw answers, so a change to how a task parses or
+    judges answers must bump its ``parser_version``: cached results of the old parser are
+    then recomputed instead of being reused.
+    """
 
     config: Any
     template: Any
+    parser_version: int = 1
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
+        parts = {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
+        if self.parser_version > 1:  # version 1 keeps the keys of caches written before it
+            parts["parser_version"] = self.parser_version
+        return parts
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
         return one_per_record(records)
