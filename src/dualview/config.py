@@ -7,6 +7,7 @@ names the key and the file instead of a silently ignored default.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,6 +67,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 raise ConfigError(f"override {item!r}: {part} is not a mapping")
         node[parts[-1]] = yaml.safe_load(raw)
     return data
+
+
+def flag_overrides(flags: dict[str, Any]) -> list[str]:
+    """Command-line flags that were given (not None) as ``key.path=value`` overrides."""
+    return [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
 
 
 def validate_config(model: type[ModelT], data: dict[str, Any], source: str) -> ModelT:

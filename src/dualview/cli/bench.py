@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from dualview.config import apply_overrides, load_config, validate_config
+from dualview.config import apply_overrides, flag_overrides, load_config, validate_config
 from dualview.errors import ConfigError
 from dualview.synth.bench import BenchConfig, SynthBench
 
@@ -80,7 +79,7 @@ def bench_synth(
     }
     if any(v is not None for v in judge.values()):
         flags.update({f"judge_backend.{k}": v for k, v in judge.items()})
-    items = [f"{k}={json.dumps(v)}" for k, v in flags.items() if v is not None]
+    items = flag_overrides(flags)
     items += list(overrides or [])
     settings = (
         load_config(BenchConfig, config, items)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualview.config import flag_overrides
 from dualview.synth.jobs import load_job, run_job
 from dualview.synth.merge import merge_shards
 
@@ -65,7 +66,7 @@ def _command(command: str):
             "runner.shard": shard,
             "runner.cache": str(cache) if cache else None,
         }
-        items = [f"{k}={json.dumps(v)}" for k, v in flags.items() if v is not None]
+        items = flag_overrides(flags)
         job = load_job(task_name, config, items + list(overrides or []))
         stats = run_job(task_name, job, source, out, from_format)
         _report(stats, out)
