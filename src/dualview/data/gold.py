@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,18 +47,6 @@ from dualview.errors import ConfigError, DataError
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 SOURCE_DIR = GOLD_DIR / "source"
 SPLITS: tuple[str, ...] = ("train", "test")
-CONSTRAINT_TYPES: tuple[str, ...] = (
-    "audience",
-    "date_period",
-    "numeric_threshold",
-    "geography",
-    "format_genre",
-    "source_type",
-    "length",
-    "keyword_inclusion",
-    "exclusion_negation",
-    "stance_polarity",
-)
 ConstraintType = Literal[
     "audience",
     "date_period",
@@ -71,6 +59,7 @@ ConstraintType = Literal[
     "exclusion_negation",
     "stance_polarity",
 ]
+CONSTRAINT_TYPES: tuple[str, ...] = get_args(ConstraintType)
 MIN_WORDS, MAX_WORDS = 40, 150
 DEFAULT_N_HARD = 6
 DEFAULT_TEST_FRACTION = 0.25
