@@ -12,13 +12,14 @@ from its last checkpoint, evaluation from the result files already written.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from dualview.config import apply_overrides, read_yaml, validate_config
+from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
 from dualview.data import formats
 from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_records, write_jsonl
 from dualview.data.mix import MixConfig, build_mix, preset_config
@@ -147,9 +148,7 @@ def mix_stage(exp: Experiment, spec: MixSpec, dv_stage: str):
 def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
     """The base training YAML with the experiment's overrides (and backbone) applied."""
     data = read_yaml(exp.training.base) if exp.training.base else exp.training.config or {}
-    data = json.loads(json.dumps(data))  # deep copy
-    for key, value in exp.training.overrides.items():
-        apply_overrides(data, [f"{key}={json.dumps(value)}"])
+    data = apply_overrides(copy.deepcopy(data), flag_overrides(exp.training.overrides))
     data.setdefault("seed", exp.seed)
     if backbone is not None:
         data.setdefault("model", {})["name_or_path"] = backbone
