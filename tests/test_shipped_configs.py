@@ -1,0 +1,31 @@
+"""Every config file we ship must load under its strict schema (a typo is an error)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dualview.config import load_config
+from dualview.pipeline.experiment import load_experiment
+from dualview.train.config import TrainConfig
+from tests.conftest import REPO_ROOT
+
+EXPERIMENTS = sorted((REPO_ROOT / "configs" / "experiments").glob("*.yaml"))
+TRAINING = sorted((REPO_ROOT / "configs" / "train").glob("*.yaml"))
+
+
+def test_there_are_configs():
+    assert len(EXPERIMENTS) >= 5 and len(TRAINING) >= 9
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_experiment_configs_load(path):
+    experiment = load_experiment(path)
+    assert experiment.mixes and experiment.evaluation.benchmarks
+    if experiment.training.base is not None:
+        assert (REPO_ROOT / experiment.training.base).is_file()
+
+
+@pytest.mark.parametrize("path", TRAINING, ids=lambda p: p.name)
+def test_training_configs_load(path):
+    config = load_config(TrainConfig, path)
+    assert config.loss.temperature == 0.02
