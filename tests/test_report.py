@@ -53,12 +53,13 @@ def test_write_report_makes_pngs(tmp_path):
 def test_aggregate_over_seeds_gives_mean_and_spread(tmp_path):
     from dualview.report.table import aggregate
 
-    seed1 = [ConfigResult("A", {"m": 1.0}, {"b": [1.0]}, [(1, 2.0)])]
-    seed2 = [ConfigResult("A", {"m": 3.0}, {"b": [5.0]}, [(1, 4.0)])]
+    seed1 = [ConfigResult("A", {"m": 1.0, "a": 0.0}, {"b": [1.0]}, [(1, 2.0)])]
+    seed2 = [ConfigResult("A", {"m": 3.0, "a": 0.0}, {"b": [5.0]}, [(1, 4.0)])]
     (row,) = aggregate([seed1, seed2])
-    assert row.runs == 2 and row.metrics == {"m": 2.0}
+    assert row.runs == 2 and row.metrics == {"m": 2.0, "a": 0.0}
+    assert list(row.metrics) == ["m", "a"]  # column order as in the runs
     assert abs(row.spread["m"] - 2**0.5) < 1e-12
     assert row.per_query == {"b": [1.0, 5.0]} and row.loss_curve == [(1, 3.0)]
-    assert "| A | 2.00 ± 1.41 |" in to_markdown([row])
+    assert "| A | 2.00 ± 1.41 | 0.00 ± 0.00 |" in to_markdown([row])
     header = to_csv([row]).splitlines()[0]
-    assert header == "configuration,m,m (sd)"
+    assert header == "configuration,m,a,m (sd),a (sd)"

@@ -47,11 +47,11 @@ def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
     merged = []
     for name, rows in by_name.items():
         out = ConfigResult(name, runs=len(rows))
-        for column in {c for r in rows for c in r.metrics}:
+        for column in dict.fromkeys(c for r in rows for c in r.metrics):
             values = [r.metrics[column] for r in rows if column in r.metrics]
             out.metrics[column] = statistics.fmean(values)
             out.spread[column] = statistics.stdev(values) if len(values) > 1 else 0.0
-        for key in {k for r in rows for k in r.per_query}:
+        for key in dict.fromkeys(k for r in rows for k in r.per_query):
             out.per_query[key] = [v for r in rows for v in r.per_query.get(key, [])]
         steps: dict[int, list[float]] = {}
         for r in rows:
