@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualview.cli import options
 from dualview.config import apply_overrides, flag_overrides, load_config, validate_config
 from dualview.errors import ConfigError
 from dualview.synth.bench import BenchConfig, SynthBench
@@ -25,12 +26,10 @@ def _shots(text: str) -> list[int]:
 def bench_synth(
     out: Annotated[Path, typer.Option("--out", help="Folder for results, caches and inputs.")],
     config: Annotated[Path | None, typer.Option("--config", help="Benchmark YAML.")] = None,
-    backend: Annotated[str | None, typer.Option(help="openai | local | vllm")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name or local path.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
-    api_key_env: Annotated[
-        str | None, typer.Option(help="NAME of the env variable holding the API key.")
-    ] = None,
+    backend: options.Backend = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    api_key_env: options.ApiKeyEnv = None,
     judge_backend: Annotated[
         str | None, typer.Option(help="Judge backend kind (default: the synthesis backend).")
     ] = None,
@@ -49,10 +48,8 @@ def bench_synth(
     max_tokens: Annotated[int | None, typer.Option(help="Reversal answer tokens.")] = None,
     judge_max_tokens: Annotated[int | None, typer.Option(help="Judge answer tokens.")] = None,
     distractors: Annotated[int | None, typer.Option(help="Judge distractor passages.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Units in flight.")] = None,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Config override key.path=value.")
-    ] = None,
+    concurrency: options.Concurrency = None,
+    overrides: options.Overrides = None,
 ) -> None:
     """Reverse gold instances zero-/few-shot, judge the reversals, and check the judge against
     the gold labels; writes OUT/bench.json and OUT/bench.md (rerun to resume)."""

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualview.cli import options
 from dualview.config import flag_overrides
 from dualview.synth.jobs import load_job, run_job
 from dualview.synth.merge import merge_shards
@@ -37,13 +38,11 @@ def _command(command: str):
             ),
         ],
         config: Annotated[Path | None, typer.Option("--config", help="Job YAML.")] = None,
-        backend: Annotated[str | None, typer.Option(help="openai | local | vllm")] = None,
-        model: Annotated[str | None, typer.Option(help="Model name or local path.")] = None,
-        base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
-        api_key_env: Annotated[
-            str | None, typer.Option(help="NAME of the env variable holding the API key.")
-        ] = None,
-        concurrency: Annotated[int | None, typer.Option(help="Units in flight.")] = None,
+        backend: options.Backend = None,
+        model: options.Model = None,
+        base_url: options.BaseUrl = None,
+        api_key_env: options.ApiKeyEnv = None,
+        concurrency: options.Concurrency = None,
         rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = None,
         tpm: Annotated[float | None, typer.Option(help="Tokens per minute limit.")] = None,
         shard: Annotated[str | None, typer.Option(help="i/n: run one of n input blocks.")] = None,
@@ -51,9 +50,7 @@ def _command(command: str):
             Path | None, typer.Option(help="Cache file (default OUT.cache.jsonl).")
         ] = None,
         from_format: Annotated[str, typer.Option("--from", help="Input format.")] = "dualview",
-        overrides: Annotated[
-            list[str] | None, typer.Option("--set", help="Config override key.path=value.")
-        ] = None,
+        overrides: options.Overrides = None,
     ) -> None:
         flags = {
             "backend.kind": backend,
