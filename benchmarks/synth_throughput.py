@@ -92,7 +92,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.25)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 16, 64, 256])
-    parser.add_argument("--rounds", type=int, default=6, help="records = rounds x concurrency")
+    parser.add_argument(
+        "--rounds", type=int, default=24, help="records = rounds x concurrency (steady state)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     os.environ.setdefault("DUALVIEW_NO_PROGRESS", "1")
