@@ -112,3 +112,43 @@ def test_interrupted_training_is_not_marked_done(tmp_path, monkeypatch):
         "report": "pending",
     }  # fmt: skip
     assert calls == [False]
+
+
+def test_reuse_from_copies_finished_stages_with_the_same_key(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("hi")
+    calls: list[str] = []
+    first = _pipeline(tmp_path / "run1", source, calls).run()
+    calls.clear()
+    # a second run with a different b: a and c are copied from run1, only b runs
+    second = Pipeline(
+        tmp_path / "run2",
+        _pipeline(tmp_path / "run2", source, calls, params_b={"x": 2}).stages,
+        reuse_from=[tmp_path / "run1"],
+    )
+    assert [p.status for p in second.plan()] == ["reusable", "pending", "reusable"]
+    out = second.run()
+    assert calls == ["b"]
+    assert out["a"].parent == tmp_path / "run2"
+    assert (out["a"] / "a.txt").read_text() == (first["a"] / "a.txt").read_text()
+    assert (out["c"] / "c.txt").read_text() == "HI?"
+    assert not list((tmp_path / "run2").glob(".*copying"))
+
+
+def test_reuse_from_ignores_unfinished_or_mismatched_folders(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("hi")
+    calls: list[str] = []
+    with pytest.raises(RuntimeError):
+        _pipeline(tmp_path / "run1", source, calls, fail_in="b").run()
+    calls.clear()
+    second = Pipeline(
+        tmp_path / "run2",
+        _pipeline(tmp_path / "run2", source, calls).stages,
+        reuse_from=[tmp_path / "run1"],
+    )
+    assert [p.status for p in second.plan()] == ["reusable", "pending", "pending"]
+    second.run()
+    assert calls == ["b", "c"]  # b was unfinished in run1, so it runs here
+    with pytest.raises(DualviewError, match="does not exist"):
+        Pipeline(tmp_path / "run3", [], reuse_from=[tmp_path / "missing"])

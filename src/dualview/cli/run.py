@@ -29,10 +29,18 @@ def run(
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override key.path=value.")
     ] = None,
+    reuse_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--reuse-from",
+            help="Another run folder: its finished stages with the same key are copied, "
+            "not rerun (e.g. the LLM stages of a seed sweep's first run).",
+        ),
+    ] = None,
 ) -> None:
     """Run an experiment: every stage cached by its inputs, resumable after a kill."""
     exp = load_experiment(experiment, overrides)
-    outputs = run_experiment(exp, console, dry_run=dry_run)
+    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from)
     if not dry_run and "report" in outputs:
         _show_report(outputs["report"])
 

@@ -234,8 +234,8 @@ def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
     return paths
 
 
-def build_pipeline(exp: Experiment) -> Pipeline:
-    """All stages of ``exp`` under its run folder."""
+def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
+    """All stages of ``exp`` under its run folder (``reuse_from``: see :class:`Pipeline`)."""
     stages: list[Stage] = []
     if exp.instructions is not None:
         stages.append(
@@ -330,4 +330,4 @@ def build_pipeline(exp: Experiment) -> Pipeline:
     stages.append(
         Stage("report", report_stage(exp), after=["eval"], description="tables and plots")
     )
-    return Pipeline(exp.resolved_run_dir(), stages)
+    return Pipeline(exp.resolved_run_dir(), stages, reuse_from)

@@ -11,7 +11,14 @@ from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.stages import Pipeline, PlannedStage, read_done
 
-STATUS_STYLE = {"cached": "green", "partial": "yellow", "pending": "cyan", "done": "green"}
+STATUS_STYLE = {
+    "cached": "green",
+    "partial": "yellow",
+    "pending": "cyan",
+    "reusable": "green",
+    "done": "green",
+}
+NOTE = {"cached": "skip", "partial": "resume", "reusable": "copy", "pending": "run"}
 
 
 def plan_table(pipeline: Pipeline) -> Table:
@@ -22,7 +29,7 @@ def plan_table(pipeline: Pipeline) -> Table:
     table.add_column("what it does")
     for item in pipeline.plan():
         status = item.status
-        note = {"cached": "skip", "partial": "resume"}.get(status, "run")
+        note = NOTE[status]
         table.add_row(
             item.stage.name,
             f"[{STATUS_STYLE[status]}]{status}[/] ({note})",
@@ -33,11 +40,18 @@ def plan_table(pipeline: Pipeline) -> Table:
 
 
 def run_experiment(
-    exp: Experiment, console: Console | None = None, dry_run: bool = False
+    exp: Experiment,
+    console: Console | None = None,
+    dry_run: bool = False,
+    reuse_from: list[Path] | None = None,
 ) -> dict[str, Path]:
-    """Print the plan, then (unless ``dry_run``) run every stage that is not cached."""
+    """Print the plan, then (unless ``dry_run``) run every stage that is not cached.
+
+    ``reuse_from``: other run folders whose finished stages with the same key are copied
+    instead of rerun (e.g. the synthesis of a seed sweep's first run).
+    """
     console = console or Console(stderr=True)
-    pipeline = build_pipeline(exp)
+    pipeline = build_pipeline(exp, reuse_from)
     console.print(plan_table(pipeline))
     if dry_run:
         return {p.stage.name: p.out_dir for p in pipeline.plan()}
@@ -48,6 +62,8 @@ def run_experiment(
             console.print(f"[green]✓[/] {item.stage.name} finished in {seconds} s")
         elif status == "cached":
             console.print(f"[green]✓[/] {item.stage.name} cached ({item.out_dir.name})")
+        elif status == "reused":
+            console.print(f"[green]✓[/] {item.stage.name} copied from {item.reusable}")
         else:
             word = "resuming" if status == "partial" else "running"
             console.rule(f"{word} {item.stage.name}: {item.stage.description}")

@@ -9,13 +9,17 @@ something the stage depends on changes:
 - an unfinished one (folder present, no ``.done.json``) is re-entered in the same folder, and
   the stage's own resume logic (the synthesis cache, the trainer's checkpoints) continues it;
 - a change to one stage changes its key and the keys of everything downstream, and nothing
-  upstream.
+  upstream;
+- with ``reuse_from`` (other run folders), a stage missing here whose finished folder with
+  the same name and key exists there is copied instead of run: a seed sweep reuses the
+  seed-independent LLM stages of its first run (the key proves the output is the same).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,20 +71,48 @@ class PlannedStage:
     stage: Stage
     key: str
     out_dir: Path
+    reuse_from: tuple[Path, ...] = ()
+
+    @property
+    def reusable(self) -> Path | None:
+        """A finished folder of this very stage (same name and key) in another run."""
+        for run_dir in self.reuse_from:
+            candidate = run_dir / self.out_dir.name
+            if (candidate / DONE_FILE).exists() and read_done(candidate).get("key") == self.key:
+                return candidate
+        return None
 
     @property
     def status(self) -> str:
         if (self.out_dir / DONE_FILE).exists():
             return "cached"
-        return "partial" if self.out_dir.exists() else "pending"
+        if self.out_dir.exists():
+            return "partial"
+        return "reusable" if self.reusable is not None else "pending"
+
+    def copy_reusable(self) -> Path:
+        """Copy the reusable folder here (via a temporary name, so no half copy remains)."""
+        source = self.reusable
+        assert source is not None
+        partial = self.out_dir.with_name(f".{self.out_dir.name}.copying")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial)
+        partial.rename(self.out_dir)
+        return source
 
 
 class Pipeline:
     """Stages in dependency order under one run folder."""
 
-    def __init__(self, run_dir: str | Path, stages: list[Stage]) -> None:
+    def __init__(
+        self, run_dir: str | Path, stages: list[Stage], reuse_from: list[Path] | None = None
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.stages = stages
+        self.reuse_from = tuple(Path(p) for p in reuse_from or [])
+        for other in self.reuse_from:
+            if not other.is_dir():
+                raise DualviewError(f"{other}: run folder to reuse stages from does not exist")
         names = [s.name for s in stages]
         if len(set(names)) != len(names):
             raise DualviewError(f"duplicate stage names in {names}")
@@ -107,7 +139,8 @@ class Pipeline:
                 json.dumps(payload, sort_keys=True, default=str).encode()
             ).hexdigest()
             keys[stage.name] = key
-            planned.append(PlannedStage(stage, key, self.run_dir / f"{stage.name}-{key[:12]}"))
+            out_dir = self.run_dir / f"{stage.name}-{key[:12]}"
+            planned.append(PlannedStage(stage, key, out_dir, self.reuse_from))
         return planned
 
     def run(self, on_stage: Callable[[PlannedStage, str], None] | None = None) -> dict[str, Path]:
@@ -122,6 +155,11 @@ class Pipeline:
             if on_stage:
                 on_stage(item, status)
             if status == "cached":
+                continue
+            if status == "reusable":
+                item.copy_reusable()
+                if on_stage:
+                    on_stage(item, "reused")
                 continue
             item.out_dir.mkdir(parents=True, exist_ok=True)
             (item.out_dir / "params.json").write_text(
