@@ -23,11 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine_end, machine_line, machine_start
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "eval_speed.json"
@@ -48,20 +49,6 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def machine() -> dict:
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cuda": torch.cuda.is_available(),
-        "load_avg_before": os.getloadavg(),
-    }
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded:minilm")
@@ -76,7 +63,7 @@ def main() -> int:
     os.environ["DUALVIEW_CACHE"] = tempfile.mkdtemp(prefix="eval-speed-cache-")
     from dualview.eval.encode import Encoder, load_sentence_transformer
 
-    info = machine()
+    info = machine_start()
     texts = passages(args.data, args.limit)
     model = load_sentence_transformer(args.model, device=args.device)
     model.encode(texts[:64], batch_size=args.batch_size)  # warm-up (threads, allocator)
@@ -120,7 +107,7 @@ def main() -> int:
         "cache_speedup": cold_s / warm_s,
         "fingerprint_s": fp_s,
         "goals": {"within_10pct": st_best / ours_best >= 0.9, "cache_10x": cold_s / warm_s >= 10},
-        "machine": {**info, "load_avg_after": os.getloadavg()},
+        "machine": (info := machine_end(info)),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -138,7 +125,7 @@ def main() -> int:
     print(f"Encoder / SentenceTransformer throughput: {st_best / ours_best:.3f} (goal >= 0.90)")
     print(f"cache speed-up (empty -> warm): {cold_s / warm_s:.1f}x (goal >= 10x)")
     print(f"model fingerprint (once per encoder): {fp_s:.2f} s")
-    print(f"load average before/after: {info['load_avg_before']} / {os.getloadavg()}")
+    print(machine_line(info))
     print(f"-> {RESULTS.relative_to(ROOT)}")
     return 0
 

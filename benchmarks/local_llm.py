@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from _machine import load_avg, machine_end, machine_line, machine_start
 
 if TYPE_CHECKING:
     from dualview.synth.backends.base import Completion
@@ -67,20 +68,6 @@ def bench_messages(variant: int) -> list[dict[str, str]]:
             "cost, who supports it and who opposes it.",
         },
     ]
-
-
-def load_avg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run_worker(engine: str, threads: int, new_tokens: int) -> dict:
@@ -167,7 +154,9 @@ def main() -> None:
         print(json.dumps(run_worker(args.worker, int(args.threads), args.new_tokens)))
         return
     given = dict(item.split("=", 1) for item in args.install_seconds)
-    load_before = load_avg()
+    info = machine_start(
+        with_torch=False, note="shared machine: other jobs were running; numbers are lower bounds"
+    )
     rows = []
     for engine in args.engines.split(","):
         install_s = measure_install(engine) if engine in args.measure_install else None
@@ -178,22 +167,14 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     result = {
         "benchmark": "local_llm",
-        "machine": {
-            "cpu": cpu_name(),
-            "cores": os.cpu_count(),
-            "threads_tried": args.threads,
-            "python": platform.python_version(),
-            "load_avg_before": load_before,
-            "load_avg_after": load_avg(),
-            "note": "shared machine: other jobs were running; numbers are lower bounds",
-        },
+        "machine": {**machine_end(info), "threads_tried": args.threads},
         "install_measured_here": args.measure_install,
         "install_given": given,
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"machine: {result['machine']}")
+    print(machine_line(result["machine"]))
     print_table(rows)
     print(f"written: {args.out}")
 

@@ -21,29 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from _machine import machine_end, machine_line, machine_start
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mine_speed.json"
 DATA = ROOT.parent / "shared" / "data" / "msmarco-1743"
-
-
-def machine() -> dict:
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": sys.version.split()[0],
-        "load_avg_start": [round(x, 2) for x in os.getloadavg()],
-    }
 
 
 def timed(fn, *args, **kwargs) -> tuple[float, object]:
@@ -105,18 +93,18 @@ def main() -> None:
     from dualview.eval.benchmarks.base import doc_text
     from dualview.eval.encode import Encoder
 
-    info = machine()
+    info = machine_start()
     data = load_beir(DATA)
     docs = list(data.corpus.values())[: args.docs]
     encoding, doc_emb = bench_encoding([doc_text(d) for d in docs], args.batch_size)
     query_emb = Encoder("embedded:minilm", show_progress=False).encode(list(data.queries.values()))
     search = [bench_search(query_emb, doc_emb, args.k)]
     search.append(bench_search(query_emb, tile(doc_emb, args.scale), args.k))
-    info["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    info = machine_end(info)
     result = {"machine": info, "encoding": encoding, "search": search}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"machine: {info['platform']}, {info['cpu_count']} CPUs, load {info['load_avg_start']}")
+    print(machine_line(info))
     print(
         f"encoding {encoding['documents']} docs (MiniLM, batch {encoding['batch_size']}): "
         f"{encoding['documents_per_s']} docs/s cold, "

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+from _machine import machine_end, machine_start
 from dualview.data.jsonl import iter_records, write_jsonl
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
@@ -52,7 +52,9 @@ def main() -> None:
     os.environ.setdefault("DUALVIEW_NO_PROGRESS", "1")
     backend = BackendConfig(kind="local", model=args.model)
     params = SamplingParams(max_tokens=args.max_tokens)
-    load_before = [round(x, 2) for x in os.getloadavg()]
+    info = machine_start(
+        with_torch=False, note="shared machine: timings include model load and contention"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "orig.jsonl"
         write_jsonl(source, list(iter_records(FIXTURE))[: args.limit])
@@ -83,13 +85,7 @@ def main() -> None:
         "verify_summary": ver["summary"],
         "verify_seconds_per_record": ver_s / max(1, ver["units"]),
         "samples": samples,
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "load_avg_before": load_before,
-            "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-            "note": "shared machine: timings include model load and contention",
-        },
+        "machine": machine_end(info),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

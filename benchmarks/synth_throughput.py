@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _machine import machine_end, machine_line, machine_start
 from dualview.data.formats.beir import read as read_beir
 from dualview.data.jsonl import iter_records, write_jsonl
 from dualview.data.schema import Record
@@ -98,7 +98,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     os.environ.setdefault("DUALVIEW_NO_PROGRESS", "1")
-    load_before = [round(x, 2) for x in os.getloadavg()]
+    info = machine_start(
+        with_torch=False, note="shared machine: other jobs were running; rates are lower bounds"
+    )
     process, url = start_stub(args.latency)
     rows = []
     try:
@@ -129,18 +131,11 @@ def main() -> None:
         "results": rows,
         "goal": "share_of_ideal >= 0.8 at concurrency 64",
         "goal_met": any(r["concurrency"] == 64 and r["share_of_ideal"] >= 0.8 for r in rows),
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_avg_before": load_before,
-            "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-            "note": "shared machine: other jobs were running; rates are lower bounds",
-        },
+        "machine": machine_end(info),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"stub latency {args.latency * 1000:.0f} ms; load avg {load_before}")
+    print(f"stub latency {args.latency * 1000:.0f} ms; {machine_line(report['machine'])}")
     print(
         f"{'conc':>5} {'records':>8} {'rec/s':>8} {'ideal':>8} {'share':>6} "
         f"{'runner cpu ms/rec':>18} {'stub cpu ms/rec':>16}"

@@ -27,12 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _machine import machine_end, machine_line, machine_start
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "train_throughput.json"
@@ -203,7 +204,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(run_cell(args)))
         return
-    load_before = os.getloadavg()
+    info = machine_start()
     separate = {(t, s): spawn(args, t, s) for s in ("orig", "dv") for t in ("st", "ours")}
     interleaved = {s: spawn(args, "both", s) for s in ("orig", "dv")}
     speedup = {
@@ -212,13 +213,7 @@ def main() -> None:
     }
     result = {
         "benchmark": "train_throughput",
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "loadavg_before": load_before,
-            "loadavg_after": os.getloadavg(),
-            "python": platform.python_version(),
-        },
+        "machine": machine_end(info),
         "settings": {
             k: str(v) for k, v in vars(args).items() if k not in ("worker", "trainer", "setting")
         },
@@ -243,10 +238,8 @@ def main() -> None:
             f"{mixed['steps_per_s'][trainer]:12.3f} "
             f"{cell['documents_per_step'][trainer]:10.1f} {cell['peak_memory_mib']:9.0f}"
         )
-    print(
-        f"speed-up ours/st (interleaved): orig {speedup['orig']:.2f}x, dv {speedup['dv']:.2f}x "
-        f"(load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}, shared machine)"
-    )
+    print(f"speed-up ours/st (interleaved): orig {speedup['orig']:.2f}x, dv {speedup['dv']:.2f}x")
+    print(machine_line(result["machine"]))
 
 
 if __name__ == "__main__":
