@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from dualview.data.jsonl import iter_records
+from dualview.data.record_index import IndexedRecords
 from dualview.data.schema import Document, Record
+from dualview.errors import DataError
 from dualview.train.batching import (
     BatchStream,
     DataPosition,
@@ -104,3 +106,30 @@ def test_stream_resumes_from_a_position(records: list[Record]) -> None:
     cut = 5
     resumed = [(pos, b.query_texts) for pos, b in stream.iterate(full[cut - 1][0], epochs=2)]
     assert resumed == full[cut:]
+
+
+def test_indexed_file_gives_the_same_batches_as_the_list(records: list[Record]) -> None:
+    indexed = IndexedRecords(FIXTURE)
+    assert len(indexed) == len(records)
+    assert indexed[3] == records[3] and indexed[1:3] == records[1:3]
+    assert group_records(indexed) == group_records(records)
+    in_memory = BatchStream(records, batch_size=4, seed=5)
+    from_disk = BatchStream(indexed, batch_size=4, seed=5)
+    for (pos_a, a), (pos_b, b) in zip(
+        in_memory.iterate(DataPosition(), epochs=2),
+        from_disk.iterate(DataPosition(), epochs=2),
+        strict=True,
+    ):
+        assert pos_a == pos_b
+        assert a.query_texts == b.query_texts and a.doc_ids == b.doc_ids
+        assert a.relations.equal(b.relations)
+    indexed.close()
+
+
+def test_indexed_file_reports_a_bad_line(tmp_path: Path) -> None:
+    lines = FIXTURE.read_text().splitlines()
+    lines[2] = lines[2].replace('"query"', '"qeury"', 1)
+    bad = tmp_path / "train.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"train.jsonl:3"):
+        IndexedRecords(bad)

@@ -13,9 +13,10 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
 
 from dualview.data.jsonl import parse_record
 from dualview.data.negatives import KnownPositives
@@ -177,3 +178,41 @@ class RecordIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def instance_key(view: str, record_id: str, parent_id: str | None) -> str:
+    """The instance a record belongs to: a ``dv`` record joins its parent's instance."""
+    return parent_id if view == "dv" and parent_id else record_id
+
+
+class IndexedRecords(SequenceABC):
+    """The records of one JSONL file as a sequence, read from disk on access.
+
+    Training needs random access by position (the batch plan of an epoch) but only ids and
+    links to plan; holding every record with its ~30 passages in memory would cost tens of GB
+    at paper scale (and once per process). ``records[i]`` seeks to line ``i`` and parses it.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._index = RecordIndex([self.path])
+        self._entries = list(self._index.entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, position: int) -> Record: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[Record]: ...
+    def __getitem__(self, position: int | slice) -> Record | list[Record]:
+        if isinstance(position, slice):
+            return [self._index.load(e) for e in self._entries[position]]
+        return self._index.load(self._entries[position])
+
+    def instance_keys(self) -> list[str]:
+        """:func:`instance_key` of every record, from the index (no record is read)."""
+        return [instance_key(e.view, e.id, e.parent_id) for e in self._entries]
+
+    def close(self) -> None:
+        self._index.close()

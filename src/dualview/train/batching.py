@@ -22,11 +22,12 @@ so a resumed run replays the same batches.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from dualview.data.record_index import IndexedRecords, instance_key
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
 from dualview.eval.benchmarks.base import doc_text  # documents read as in evaluation
@@ -62,11 +63,17 @@ class Batch:
         return texts
 
 
-def group_records(records: list[Record]) -> list[list[int]]:
-    """Indices grouped by instance (an orig and its dv records), in order of first appearance."""
+def group_records(records: Sequence[Record]) -> list[list[int]]:
+    """Indices grouped by instance (an orig and its dv records), in order of first appearance.
+
+    An :class:`IndexedRecords` file is grouped from its index, without reading the records.
+    """
+    if isinstance(records, IndexedRecords):
+        keys = records.instance_keys()
+    else:
+        keys = [instance_key(r.view, r.id, r.parent_id) for r in records]
     groups: dict[str, list[int]] = {}
-    for index, record in enumerate(records):
-        key = record.parent_id if record.view == "dv" and record.parent_id else record.id
+    for index, key in enumerate(keys):
         groups.setdefault(key, []).append(index)
     return list(groups.values())
 
@@ -169,11 +176,14 @@ class DataPosition:
 
 
 class BatchStream:
-    """Batches of a record list, epoch after epoch, from any :class:`DataPosition`."""
+    """Batches of a record sequence, epoch after epoch, from any :class:`DataPosition`.
+
+    ``records`` is a list or an :class:`IndexedRecords` file (records read per batch).
+    """
 
     def __init__(
         self,
-        records: list[Record],
+        records: Sequence[Record],
         batch_size: int,
         policy: str = "together",
         num_negatives: int = 30,

@@ -30,8 +30,9 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import get_scheduler
 
-from dualview.data.jsonl import AppendJsonlWriter, iter_records
+from dualview.data.jsonl import AppendJsonlWriter
 from dualview.data.manifest import manifest_path
+from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
@@ -71,9 +72,10 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, total
     return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
 
 
-def load_training_records(path: Path) -> list:
-    records = list(iter_records(path))
-    if not records:
+def load_training_records(path: Path) -> IndexedRecords:
+    """The training file, validated in one pass and indexed; records are read per batch."""
+    records = IndexedRecords(path)
+    if not len(records):
         raise DataError(path, None, "file", "no training records")
     return records
 
