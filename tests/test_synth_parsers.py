@@ -112,6 +112,41 @@ def test_seed_cases() -> None:
     assert parse_seed(four, POSITIVE, SEED_FRAGMENTS, SeedConfig()).reason.startswith("malformed")
 
 
+def test_seed_rejects_pieces_and_near_copies_of_the_positive() -> None:
+    # what the embedded 0.5B model wrote for an MS MARCO query: both fields lifted from P+
+    positive = (
+        "Secura Personal Cleanser is an antimicrobial skin cleanser used for body cleansing. "
+        "It is formulated for incontinence cleanup and aids in removal of foreign material. "
+        "It is for external use only; avoid contact with your eyes."
+    )
+    piece = "It is formulated for incontinence cleanup and aids in removal of foreign material."
+    own = "A passage about hand soap brands, their prices and where shops stock them in town."
+
+    def answer(instruction: str, *negatives: str) -> str:
+        blocks = "".join(f"<negative>{n}</negative>" for n in negatives)
+        return f"<answer><instruction>{instruction}</instruction>{blocks}</answer>"
+
+    def reason(text: str) -> str:
+        return parse_seed(text, positive, SEED_FRAGMENTS, SeedConfig()).reason
+
+    assert parse_seed(answer("Only skin-care products count.", own), positive, (), SeedConfig()).ok
+    assert reason(answer(piece, own)).startswith("echoes_prompt")
+    assert reason(answer("Only skin-care products count.", piece)).startswith("duplicate")
+    reworded = positive.replace("antimicrobial", "gentle").replace("body", "skin")
+    assert reason(answer("Only skin-care products count.", reworded)).startswith("duplicate")
+    copy_of_first = own.replace("prices", "costs")
+    assert reason(answer("Only skin-care products.", own, copy_of_first)).startswith("duplicate")
+
+
+def test_reverse_rejects_a_piece_of_a_passage() -> None:
+    passage = "Adults who sleep under six hours a night report more colds, a cohort study found."
+    piece = "Adults who sleep under six hours a night report more colds"
+    answer = f"<answer><new_instruction>{piece}</new_instruction></answer>"
+    assert parse_reverse(answer, ORIGINAL, FRAGMENTS).ok  # no passage given
+    rejected = parse_reverse(answer, ORIGINAL, FRAGMENTS, inputs=(passage,))
+    assert rejected.reason.startswith("echoes_prompt")
+
+
 @settings(max_examples=300, deadline=None)
 @given(any_text)
 def test_seed_parser_never_raises_and_accepts_only_well_formed(text: str) -> None:

@@ -127,12 +127,15 @@ def echoes(
     ``fragments`` are normalized sentences from the template (and few-shot answers): the value
     echoes the prompt if it contains one (of at least 20 characters) or is contained in one
     (when it has at least 12 characters). ``inputs`` (query, passages) are echoed when the value
-    equals one or contains one of at least 40 characters.
+    equals one, contains one of at least 40 characters, or is a piece of at least 40
+    characters cut from one (small models answer with a sentence lifted from the passage).
     """
     norm = normalize(value)
     for item in inputs:
         item_norm = normalize(item)
         if norm == item_norm or (len(item_norm) >= 40 and item_norm in norm):
+            return True
+        if len(norm) >= 40 and norm in item_norm:
             return True
     for fragment in fragments:
         if len(fragment) >= 20 and fragment in norm:

@@ -154,7 +154,9 @@ def make_dv_record(record: Record, n_index: int, instruction: str, model: str) -
 class ReverseTask(TemplateTask):
     """The runner task for polarity reversal."""
 
-    parser_version = 2  # 2: reworded copies of a worked example are rejected
+    # 2: reworded copies of a worked example are rejected
+    # 3: an instruction that is a piece (>= 40 characters) of a passage is rejected
+    parser_version = 3
 
     name = "reverse"
 

@@ -17,7 +17,7 @@ from dualview.synth.parsing import (
     echoes,
     has_markup,
     length_problem,
-    normalize,
+    near_copy,
     only_blocks,
     reject,
     single_field,
@@ -61,18 +61,18 @@ def parse_seed(
     negatives = [" ".join(n.split()) for n in blocks(content, "negative")]
     if not 1 <= len(negatives) <= 3:
         return reject("malformed", f"{len(negatives)} <negative> blocks, expected 1 to 3")
-    seen = {normalize(positive)}
+    seen = [positive]
     for number, negative in enumerate(negatives, start=1):
         if not negative or has_markup(negative):
             return reject("malformed", f"negative {number} is empty or holds markup")
         problem = length_problem(negative, config.negative_min_words, config.negative_max_chars)
         if problem:
             return reject("absurd_length", f"negative {number}: {problem}")
-        if normalize(negative) in seen:
+        if echoes(negative, (), seen) or near_copy(negative, seen):
             return reject("duplicate_passage", f"negative {number} repeats another passage")
         if echoes(negative, fragments):
             return reject("echoes_prompt", f"negative {number} copies text of the prompt")
-        seen.add(normalize(negative))
+        seen.append(negative)
     return accept((value, negatives))
 
 
@@ -80,6 +80,9 @@ class SeedTask(TemplateTask):
     """The runner task that turns plain records into instruction-bearing ``orig`` records."""
 
     name = "seed"
+    # 2: an instruction cut from the positive, and a negative that is a piece or a near copy
+    # of the positive or of another negative, are rejected
+    parser_version = 2
 
     def __init__(self, config: SeedConfig | None = None) -> None:
         self.config = config or SeedConfig()
