@@ -24,6 +24,7 @@ from dualview.synth.limits import Limits
 from dualview.synth.merge import merge_shards
 from dualview.synth.reverse import ReverseConfig, ReverseTask, choose_n_star
 from dualview.synth.runner import Runner, RunnerConfig, Shard
+from dualview.synth.task import Outcome
 from dualview.synth.testing import StubReply, StubServer, prompt_of
 from dualview.synth.verify import VerifyTask
 
@@ -293,9 +294,46 @@ def test_parser_version_changes_the_cache_key_only_when_bumped():
     from dualview.synth.reverse import ReverseTask
     from dualview.synth.seed import SeedTask
 
-    assert "parser_version" not in SeedTask().fingerprint()  # version 1: old keys kept
+    seed = SeedTask()
+    seed.parser_version = 1
+    assert "parser_version" not in seed.fingerprint()  # version 1: old keys kept
     reverse = ReverseTask()
     before = reverse.fingerprint()
-    assert before["parser_version"] == 2
-    reverse.parser_version = 3
+    assert before["parser_version"] == ReverseTask.parser_version
+    reverse.parser_version += 1
     assert reverse.fingerprint() != before
+    assert reverse.earlier_fingerprints()[0] == before
+    assert "parser_version" not in reverse.earlier_fingerprints()[-1]
+
+
+class StricterReverse(ReverseTask):
+    """A parser change: answers for records whose id ends in 1 or 3 are now rejected."""
+
+    parser_version = ReverseTask.parser_version + 1
+
+    async def run(self, unit: list[Record], llm):
+        outcome = await super().run(unit, llm)
+        if outcome.status == "ok" and unit[0].id.endswith(("1", "3")):
+            return Outcome("rejected", reason="stricter: id ends in 1 or 3")
+        return outcome
+
+
+def test_a_parser_change_rejudges_cached_answers_without_asking_again(tmp_path: Path) -> None:
+    out = tmp_path / "dv.jsonl"
+    with StubServer() as server:
+        first = run_task(ReverseTask(), server.base_url, FIXTURE, out)
+        asked = server.requests
+        again = run_task(StricterReverse(), server.base_url, FIXTURE, out)
+        assert server.requests == asked  # every answer came from the cache
+        third = run_task(StricterReverse(), server.base_url, FIXTURE, out)
+        assert server.requests == asked
+    ids = [r.id for r in iter_records(FIXTURE)]
+    dropped = sum(i.endswith(("1", "3")) for i in ids)
+    assert first["outcomes"]["ok"] == 20 and 0 < dropped < 20
+    assert again["outcomes"]["ok"] == 20 - dropped
+    assert again["outcomes"]["rejected"] == dropped
+    assert again["counts"]["replayed_answers"] == 20
+    assert again["tokens_out"] == first["tokens_out"]  # usage of the replayed calls carried
+    assert third["outcomes"] == again["outcomes"] and third["this_run_units"] == 0
+    kept = [r["parent_id"] for r in lines(out)]
+    assert kept == [i for i in ids if not i.endswith(("1", "3"))]

@@ -39,6 +39,7 @@ class ResultCache:
         self._writer = AppendJsonlWriter(self.path, sync_every=sync_every)  # repairs a torn tail
         self.index: dict[str, tuple[int, str]] = {}
         self._reader: BinaryIO | None = None
+        self._peeker: BinaryIO | None = None
         self._scan()
 
     def _scan(self) -> None:
@@ -71,11 +72,22 @@ class ResultCache:
         self._writer.flush()
         self.index[key] = (-1, outcome.status)  # offset known after reopening
 
+    def peek(self, key: str) -> Outcome | None:
+        """An entry found when the cache was opened (readable while appending), else None."""
+        offset = self.index[key][0] if key in self.index else -1
+        if offset < 0:
+            return None
+        if self._peeker is None:
+            self._peeker = self.path.open("rb")
+        self._peeker.seek(offset)
+        return Outcome.from_json(json.loads(self._peeker.readline())["outcome"])
+
     def close(self) -> None:
         self._writer.close()
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        for handle in (self._reader, self._peeker):
+            if handle is not None:
+                handle.close()
+        self._reader = self._peeker = None
 
     def reopen(self) -> None:
         """Close the appender and re-read the offsets of every entry, for :meth:`get`."""

@@ -134,12 +134,18 @@ class Runner:
         self.config = config
         self.shard = Shard.parse(config.shard)
         self.limits = Limits(config.requests_per_minute, config.tokens_per_minute)
-        self.fingerprint = job_fingerprint(
+        self.fingerprint = self._job_fingerprint(task.fingerprint())
+        # Jobs whose prompts were the same but whose answers an older parser judged.
+        earlier = getattr(task, "earlier_fingerprints", lambda: [])()
+        self.replay_fingerprints = [self._job_fingerprint(parts) for parts in earlier]
+
+    def _job_fingerprint(self, task_parts: dict[str, Any]) -> str:
+        return job_fingerprint(
             {
-                "task": task.name,
-                **task.fingerprint(),
-                "model": backend.identity,
-                "sampling": params.model_dump(mode="json"),
+                "task": self.task.name,
+                **task_parts,
+                "model": self.backend.identity,
+                "sampling": self.params.model_dump(mode="json"),
             }
         )
 
@@ -199,7 +205,7 @@ class Runner:
 
             async def work(key: str, unit: list[Record]) -> None:
                 try:
-                    outcome = await self._one(unit)
+                    outcome = await self._one(unit, self._earlier_outcome(cache, unit))
                     if outcome.status == "error":
                         errors[key] = outcome
                     else:
@@ -237,15 +243,36 @@ class Runner:
         if real:
             raise real[0]
 
-    async def _one(self, unit: list[Record]) -> Outcome:
+    def _earlier_outcome(self, cache: ResultCache, unit: list[Record]) -> Outcome | None:
+        """The unit's cached result under an older parser of this task, if any."""
+        for fingerprint in self.replay_fingerprints:
+            earlier = cache.peek(unit_key(fingerprint, unit))
+            if earlier is not None:
+                return earlier
+        return None
+
+    async def _one(self, unit: list[Record], earlier: Outcome | None = None) -> Outcome:
         """Run the task on one unit; transient failures become an ``error`` outcome, anything
-        else (a backend that cannot work, a broken template) propagates and stops the run."""
-        llm = LLM(self.backend, self.params, self.limits if self.limits.active else None)
+        else (a backend that cannot work, a broken template) propagates and stops the run.
+
+        With ``earlier`` (the unit's result under an older parser), its raw answers are
+        replayed to the task in order, so only prompts beyond them reach the backend; the
+        usage of the replayed calls is carried over.
+        """
+        replay = earlier.raw if earlier is not None else None
+        llm = LLM(self.backend, self.params, self.limits if self.limits.active else None, replay)
         try:
             outcome = await self.task.run(unit, llm)
         except TransientBackendError as exc:
             outcome = Outcome("error", reason=str(exc))
-        return llm.stamp(outcome)
+        outcome = llm.stamp(outcome)
+        if earlier is not None and llm.replayed:
+            used = llm.replayed
+            outcome.tokens_in += earlier.tokens_in
+            outcome.tokens_out += earlier.tokens_out
+            outcome.latencies = earlier.latencies[:used] + outcome.latencies
+            outcome.counts = {**outcome.counts, "replayed_answers": used}
+        return outcome
 
     def _assemble(
         self,

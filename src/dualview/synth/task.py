@@ -48,7 +48,11 @@ class LLM:
     """The LLM as one task run sees it: prompt in, text out; usage is accumulated here."""
 
     def __init__(
-        self, backend: ChatBackend, params: SamplingParams, limits: Limits | None = None
+        self,
+        backend: ChatBackend,
+        params: SamplingParams,
+        limits: Limits | None = None,
+        replay: list[str] | None = None,
     ) -> None:
         self.backend = backend
         self.params = params
@@ -57,9 +61,17 @@ class LLM:
         self.tokens_out = 0
         self.latencies: list[float] = []
         self.answers: list[str] = []
+        # Answers the same prompts got before (see Runner: re-judging after a parser change);
+        # handed out in order instead of asking the backend again.
+        self._replay = list(replay or [])
+        self.replayed = 0
 
     async def ask(self, prompt: str) -> str:
         """Send ``prompt`` as one user message; returns the answer text."""
+        if self._replay:
+            self.replayed += 1
+            self.answers.append(self._replay.pop(0))
+            return self.answers[-1]
         messages = [{"role": "user", "content": prompt}]
         reserved = 0
         if self.limits is not None:
@@ -91,6 +103,11 @@ class Task(Protocol):
         """Everything that changes the task's answers: template hash and task settings."""
         ...
 
+    def earlier_fingerprints(self) -> list[dict[str, Any]]:
+        """Fingerprints of the same prompts under older parsers, newest first: their cached
+        raw answers can be judged again without asking the LLM."""
+        ...
+
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
         """Group the input stream into units (default: one record each)."""
         ...
@@ -117,7 +134,8 @@ class TemplateTask:
 
     The cache stores verdicts, not only raw answers, so a change to how a task parses or
     judges answers must bump its ``parser_version``: cached results of the old parser are
-    then recomputed instead of being reused.
+    then judged again, from their cached raw answers (the prompts are the same), instead of
+    being reused as they are.
     """
 
     config: Any
@@ -125,9 +143,15 @@ class TemplateTask:
     parser_version: int = 1
 
     def fingerprint(self) -> dict[str, Any]:
+        return self._fingerprint(self.parser_version)
+
+    def earlier_fingerprints(self) -> list[dict[str, Any]]:
+        return [self._fingerprint(v) for v in range(self.parser_version - 1, 0, -1)]
+
+    def _fingerprint(self, parser_version: int) -> dict[str, Any]:
         parts = {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
-        if self.parser_version > 1:  # version 1 keeps the keys of caches written before it
-            parts["parser_version"] = self.parser_version
+        if parser_version > 1:  # version 1 keeps the keys of caches written before it
+            parts["parser_version"] = parser_version
         return parts
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:

@@ -55,10 +55,13 @@ def default_reply(request: dict[str, Any]) -> StubReply:
             f"<changed_query_passage>{passage} two</changed_query_passage></answer>"
         )
     elif "<negative>" in prompt:
-        passage = f"A topical passage about {tag} " + "that breaks the stated condition " * 3
+        first = f"A topical passage about {tag} that breaks the stated condition in one way"
+        first += ", with details on dates, places and the people involved."
+        second = f"Another text on {tag}: it ignores the requested source type and lists"
+        second += " prices, opening hours and customer reviews instead."
         text = (
             f"<answer><instruction>Prefer sources of kind {tag} only.</instruction>"
-            f"<negative>{passage} first</negative><negative>{passage} second</negative></answer>"
+            f"<negative>{first}</negative><negative>{second}</negative></answer>"
         )
     else:
         text = "<answer>[1]</answer>"
