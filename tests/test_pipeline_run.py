@@ -114,3 +114,24 @@ def test_run_killed_in_training_resumes_without_redoing_synthesis(tmp_path):
     # a second run changes nothing
     again = run_cli("run", str(path))
     assert again.returncode == 0 and again.stderr.count("cached") >= 7
+
+
+def test_a_parser_upgrade_reruns_the_llm_stage_from_cached_answers(tmp_path, monkeypatch):
+    from dualview.pipeline.stages import Pipeline
+    from dualview.synth.reverse import ReverseTask
+
+    with StubServer() as server:
+        exp = load_experiment(_experiment(tmp_path, server.base_url))
+        full = build_pipeline(exp)
+        first = Pipeline(full.run_dir, full.stages[:2]).run()  # data + synth only
+        asked = server.requests
+        assert asked == 6 and (exp.resolved_run_dir() / "llm-cache/reverse.cache.jsonl").exists()
+        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        upgraded = build_pipeline(exp)
+        assert [p.status for p in upgraded.plan()[:2]] == ["cached", "pending"]
+        second = Pipeline(upgraded.run_dir, upgraded.stages[:2]).run()
+        assert server.requests == asked  # re-judged from the cached answers
+    assert second["synth"] != first["synth"]
+    stats = read_done(second["synth"])["stats"]
+    assert stats["counts"]["replayed_answers"] == 6 and stats["outcomes"]["ok"] == 6
+    assert (second["synth"] / "dv.jsonl").read_text() == (first["synth"] / "dv.jsonl").read_text()

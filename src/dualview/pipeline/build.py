@@ -8,6 +8,13 @@ data (records | LLM seeding) ─▶ synth ─▶ [verify] ─▶ mix-<name> ...
 Every stage writes into its own folder (see :mod:`dualview.pipeline.stages`), so a rerun
 skips what is finished and a killed stage resumes: synthesis through its cache, training
 from its last checkpoint, evaluation from the result files already written.
+
+The LLM stages (seeding, reversal, verification) keep their answers in one cache per task
+under ``RUN_DIR/llm-cache/`` rather than in the stage folder, and their stage key includes
+the task's fingerprint (prompt template hash, task settings, parser version). So a new
+dualview release whose parser judges answers differently reruns those stages in new folders,
+and the new parser re-judges the cached answers without asking the LLM again
+(:class:`dualview.synth.runner.Runner`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, Sourc
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.report.run_report import CONFIGURATIONS
 
+LLM_CACHE = "llm-cache"  # RUN_DIR/llm-cache/<task>.cache.jsonl: answers of every LLM stage
 RECORDS = "records.jsonl"  # every source record kept (orig + plain)
 ORIG = "orig.jsonl"  # the orig records handed to synthesis
 DV = "dv.jsonl"  # the dual-view records that training may use
@@ -52,10 +60,32 @@ def _write_orig(out: Path, limit: int | None) -> int:
     return write_jsonl(out / ORIG, islice(origs, limit) if limit else origs)
 
 
-def _run_job(task: str, job: dict[str, Any], source: Path, out: Path) -> dict[str, Any]:
-    from dualview.synth.jobs import job_model, run_job
+def _job_config(task: str, job: dict[str, Any]) -> Any:
+    from dualview.synth.jobs import job_model
 
-    config = validate_config(job_model(task), job, f"experiment {task} job")
+    return validate_config(job_model(task), job, f"experiment {task} job")
+
+
+def task_fingerprint(task: str, job: dict[str, Any]) -> dict[str, Any]:
+    """What a stage key must know of an LLM task beyond its YAML: the prompt template's
+    hash and the parser version of the installed dualview."""
+    from dualview.synth.jobs import build_task
+
+    return build_task(task, _job_config(task, job)).fingerprint()
+
+
+def _run_job(
+    exp: Experiment, task: str, job: dict[str, Any], source: Path, out: Path
+) -> dict[str, Any]:
+    from dualview.synth.jobs import run_job
+
+    config = _job_config(task, job)
+    if config.runner.cache is None:
+        cache = exp.resolved_run_dir() / LLM_CACHE / f"{task}.cache.jsonl"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        config = config.model_copy(
+            update={"runner": config.runner.model_copy(update={"cache": cache})}
+        )
     return run_job(task, config, source, out)
 
 
@@ -79,7 +109,7 @@ def seed_stage(exp: Experiment):
         assert exp.seeding is not None
         plain = out / "plain.jsonl"
         write_jsonl(plain, read_source(exp.seeding.source))
-        stats = _run_job("seed", exp.seeding.job, plain, out / "seeded.jsonl")
+        stats = _run_job(exp, "seed", exp.seeding.job, plain, out / "seeded.jsonl")
         seeded = list(iter_records(out / "seeded.jsonl"))
         write_jsonl(out / RECORDS, [*iter_records(plain), *seeded])
         return {"seed_stats": stats, "orig": _write_orig(out, exp.synthesis.limit)}
@@ -90,7 +120,7 @@ def seed_stage(exp: Experiment):
 def synth_stage(exp: Experiment):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         source = up["data"] / ORIG
-        stats = _run_job("reverse", exp.synthesis.job, source, out / "reversed.jsonl")
+        stats = _run_job(exp, "reverse", exp.synthesis.job, source, out / "reversed.jsonl")
         dvs = [r for r in iter_records(out / "reversed.jsonl") if r.view == "dv"]
         return {"stats": stats, "dv": write_jsonl(out / DV, dvs)}
 
@@ -105,7 +135,9 @@ def verify_stage(exp: Experiment, dv_source: str):
             if orig.id in dvs:
                 units += [orig, dvs[orig.id]]
         write_jsonl(out / "units.jsonl", units)
-        stats = _run_job("verify", exp.verification.job, out / "units.jsonl", out / "kept.jsonl")
+        stats = _run_job(
+            exp, "verify", exp.verification.job, out / "units.jsonl", out / "kept.jsonl"
+        )
         kept = [r for r in iter_records(out / "kept.jsonl") if r.view == "dv"]
         return {"stats": stats, "dv": write_jsonl(out / DV, kept)}
 
@@ -256,7 +288,11 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
             Stage(
                 "data",
                 seed_stage(exp),
-                params={"seeding": exp.seeding.model_dump(), "limit": exp.synthesis.limit},
+                params={
+                    "seeding": exp.seeding.model_dump(),
+                    "limit": exp.synthesis.limit,
+                    "task": task_fingerprint("seed", exp.seeding.job),
+                },
                 inputs=exp.seeding.source.input_files(),
                 description="seed instructions from plain qrels with the LLM",
             )
@@ -267,7 +303,10 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
             Stage(
                 "synth",
                 synth_stage(exp),
-                params={"job": exp.synthesis.job},
+                params={
+                    "job": exp.synthesis.job,
+                    "task": task_fingerprint("reverse", exp.synthesis.job),
+                },
                 after=["data"],
                 description="reverse instruction polarity (dual views)",
             )
@@ -278,7 +317,10 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
             Stage(
                 "verify",
                 verify_stage(exp, dv_stage),
-                params={"job": exp.verification.job},
+                params={
+                    "job": exp.verification.job,
+                    "task": task_fingerprint("verify", exp.verification.job),
+                },
                 after=list(dict.fromkeys(["data", dv_stage])),
                 description="LLM judge keeps swaps that hold",
             )
