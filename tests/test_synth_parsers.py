@@ -136,6 +136,9 @@ def test_seed_rejects_pieces_and_near_copies_of_the_positive() -> None:
     assert reason(answer("Only skin-care products count.", reworded)).startswith("duplicate")
     copy_of_first = own.replace("prices", "costs")
     assert reason(answer("Only skin-care products.", own, copy_of_first)).startswith("duplicate")
+    # the instruction is the negative passage (the model's most common seeding failure)
+    assert reason(answer(own, own)).startswith("echoes_prompt")
+    assert reason(answer(own[:60], own)).startswith("echoes_prompt")
 
 
 def test_reverse_rejects_a_piece_of_a_passage() -> None:

@@ -73,6 +73,8 @@ def parse_seed(
         if echoes(negative, fragments):
             return reject("echoes_prompt", f"negative {number} copies text of the prompt")
         seen.append(negative)
+    if echoes(value, (), negatives) or near_copy(value, negatives):
+        return reject("echoes_prompt", "the instruction repeats a negative passage")
     return accept((value, negatives))
 
 
@@ -82,7 +84,8 @@ class SeedTask(TemplateTask):
     name = "seed"
     # 2: an instruction cut from the positive, and a negative that is a piece or a near copy
     # of the positive or of another negative, are rejected
-    parser_version = 2
+    # 3: an instruction that repeats (or is cut from) one of its negatives is rejected
+    parser_version = 3
 
     def __init__(self, config: SeedConfig | None = None) -> None:
         self.config = config or SeedConfig()
