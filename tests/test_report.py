@@ -35,6 +35,20 @@ def test_markdown_marks_best_per_column():
     assert dv_line == "| Ins-DV | **7.50** | **20.00** | 38.00 |"
 
 
+def test_ties_are_all_marked_and_a_column_where_all_tie_is_not():
+    rows = [
+        ConfigResult("A", {"x": 100.0, "y": 5.004, "z": 1.0}),
+        ConfigResult("B", {"x": 100.0, "y": 5.0, "z": 1.0}),
+        ConfigResult("C", {"x": 90.0, "y": 4.0, "z": 1.0}),
+    ]
+    lines = to_markdown(rows).splitlines()
+    assert "| A | **100.00** | **5.00** | 1.00 |" in lines
+    assert "| B | **100.00** | **5.00** | 1.00 |" in lines
+    assert "| C | 90.00 | 4.00 | 1.00 |" in lines
+    best = list(csv.reader(io.StringIO(to_csv(rows))))[-1]
+    assert best == ["best", "A / B", "A / B", ""]
+
+
 def test_csv_has_best_row():
     rows = list(csv.reader(io.StringIO(to_csv(_rows()))))
     assert rows[0] == ["configuration", "FollowIR p-MRR", "FollowIR Score", "MSMARCO nDCG@10"]

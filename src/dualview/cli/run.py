@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
+from dualview.report.table import BEST_SEPARATOR
 
 console = Console(stderr=True)
 
@@ -89,7 +90,7 @@ def _print_table(csv_path: Path) -> None:
         table.add_column(column, justify="left" if first else "right", no_wrap=first)
     for row in rows:
         cells = [
-            f"[bold]{value}[/]" if best.get(column) == row[0] else value
+            f"[bold]{value}[/]" if row[0] in best.get(column, "").split(BEST_SEPARATOR) else value
             for column, value in zip(header, row, strict=True)
         ]
         table.add_row(*cells)

@@ -72,16 +72,25 @@ def ordered_columns(rows: list[ConfigResult]) -> list[str]:
     return columns
 
 
-def best_per_column(rows: list[ConfigResult], columns: list[str]) -> dict[str, str]:
-    best: dict[str, str] = {}
+BEST_SEPARATOR = " / "  # between tied names in the CSV's ``best`` row
+
+
+def best_per_column(rows: list[ConfigResult], columns: list[str]) -> dict[str, list[str]]:
+    """Per column, the configurations with the highest value as printed (2 decimals), so
+    ties are all marked; none when several rows have values and all of them tie."""
+    best: dict[str, list[str]] = {}
     for column in columns:
-        scored = [
-            (row.metrics[column], row.name)
+        shown = {
+            row.name: round(row.metrics[column], 2)
             for row in rows
             if column in row.metrics and not math.isnan(row.metrics[column])
-        ]
-        if scored:
-            best[column] = max(scored)[1]
+        }
+        if not shown:
+            continue
+        top = max(shown.values())
+        winners = [name for name, value in shown.items() if value == top]
+        if len(shown) == 1 or len(winners) < len(shown):
+            best[column] = winners
     return best
 
 
@@ -109,7 +118,8 @@ def to_markdown(rows: list[ConfigResult], title: str | None = None) -> str:
         cells = []
         for column in columns:
             text = _cell(row, column)
-            cells.append(f"**{text}**" if best.get(column) == row.name and len(rows) > 1 else text)
+            marked = row.name in best.get(column, []) and len(rows) > 1
+            cells.append(f"**{text}**" if marked else text)
         lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -126,5 +136,6 @@ def to_csv(rows: list[ConfigResult]) -> str:
         values = [_fmt(row.metrics.get(c)) for c in columns]
         spreads = [_fmt(row.spread.get(c)) for c in columns] if with_spread else []
         writer.writerow([row.name, *values, *spreads])
-    writer.writerow(["best", *(best.get(c, "") for c in columns), *([""] * len(sd_columns))])
+    names = [BEST_SEPARATOR.join(best.get(c, [])) for c in columns]
+    writer.writerow(["best", *names, *([""] * len(sd_columns))])
     return buffer.getvalue()
