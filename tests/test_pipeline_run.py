@@ -135,3 +135,24 @@ def test_a_parser_upgrade_reruns_the_llm_stage_from_cached_answers(tmp_path, mon
     stats = read_done(second["synth"])["stats"]
     assert stats["counts"]["replayed_answers"] == 6 and stats["outcomes"]["ok"] == 6
     assert (second["synth"] / "dv.jsonl").read_text() == (first["synth"] / "dv.jsonl").read_text()
+
+
+def test_a_run_reusing_another_starts_from_its_llm_answers(tmp_path, monkeypatch):
+    from dualview.pipeline.stages import Pipeline
+    from dualview.synth.reverse import ReverseTask
+
+    with StubServer() as server:
+        exp = load_experiment(_experiment(tmp_path, server.base_url))
+        full = build_pipeline(exp)
+        Pipeline(full.run_dir, full.stages[:2]).run()
+        asked = server.requests
+        # a second run (another seed) after a parser upgrade: its synth stage is new, and its
+        # LLM cache starts as a copy of the first run's, so nothing is asked again
+        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        second = exp.model_copy(update={"run_dir": tmp_path / "run2", "seed": 4})
+        upgraded = build_pipeline(second, reuse_from=[exp.resolved_run_dir()])
+        assert [p.status for p in upgraded.plan()[:2]] == ["reusable", "pending"]
+        out = Pipeline(upgraded.run_dir, upgraded.stages[:2], [exp.resolved_run_dir()]).run()
+        assert server.requests == asked
+    assert read_done(out["synth"])["stats"]["counts"]["replayed_answers"] == 6
+    assert (tmp_path / "run2" / "llm-cache" / "reverse.cache.jsonl").is_file()

@@ -141,6 +141,20 @@ def test_seed_rejects_pieces_and_near_copies_of_the_positive() -> None:
     assert reason(answer(own[:60], own)).startswith("echoes_prompt")
 
 
+def test_reverse_rejects_prompt_echoes_despite_punctuation_and_passage_labels() -> None:
+    # both were accepted from the embedded 0.5B model before parser version 4
+    for text in (
+        "Under the new instruction, the TARGET passage is relevant.",
+        "Only documents like [T] count; the rest do not.",
+    ):
+        answer = f"<answer><new_instruction>{text}</new_instruction></answer>"
+        assert parse_reverse(answer, ORIGINAL, FRAGMENTS).reason.startswith("echoes_prompt")
+    fine = "Only documents that target teenagers count; the rest do not."
+    assert parse_reverse(
+        f"<answer><new_instruction>{fine}</new_instruction></answer>", ORIGINAL, FRAGMENTS
+    ).ok
+
+
 def test_reverse_rejects_a_piece_of_a_passage() -> None:
     passage = "Adults who sleep under six hours a night report more colds, a cohort study found."
     piece = "Adults who sleep under six hours a night report more colds"

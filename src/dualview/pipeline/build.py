@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -74,15 +75,35 @@ def task_fingerprint(task: str, job: dict[str, Any]) -> dict[str, Any]:
     return build_task(task, _job_config(task, job)).fingerprint()
 
 
+def llm_cache_path(exp: Experiment, task: str, reuse_from: tuple[Path, ...] = ()) -> Path:
+    """``RUN_DIR/llm-cache/<task>.cache.jsonl``; a run that reuses stages of other runs starts
+    it as a copy of theirs (entries are content-addressed, so a copy can only add hits)."""
+    cache = exp.resolved_run_dir() / LLM_CACHE / f"{task}.cache.jsonl"
+    if not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        for other in reuse_from:
+            theirs = other / LLM_CACHE / cache.name
+            if theirs.is_file():
+                partial = cache.with_name(f".{cache.name}.copying")
+                shutil.copyfile(theirs, partial)
+                partial.rename(cache)
+                break
+    return cache
+
+
 def _run_job(
-    exp: Experiment, task: str, job: dict[str, Any], source: Path, out: Path
+    exp: Experiment,
+    task: str,
+    job: dict[str, Any],
+    source: Path,
+    out: Path,
+    reuse_from: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     from dualview.synth.jobs import run_job
 
     config = _job_config(task, job)
     if config.runner.cache is None:
-        cache = exp.resolved_run_dir() / LLM_CACHE / f"{task}.cache.jsonl"
-        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache = llm_cache_path(exp, task, reuse_from)
         config = config.model_copy(
             update={"runner": config.runner.model_copy(update={"cache": cache})}
         )
@@ -104,12 +125,12 @@ def instructions_stage(exp: Experiment):
     return run
 
 
-def seed_stage(exp: Experiment):
+def seed_stage(exp: Experiment, reuse_from: tuple[Path, ...] = ()):
     def run(out: Path, _: dict[str, Path]) -> dict[str, Any]:
         assert exp.seeding is not None
         plain = out / "plain.jsonl"
         write_jsonl(plain, read_source(exp.seeding.source))
-        stats = _run_job(exp, "seed", exp.seeding.job, plain, out / "seeded.jsonl")
+        stats = _run_job(exp, "seed", exp.seeding.job, plain, out / "seeded.jsonl", reuse_from)
         seeded = list(iter_records(out / "seeded.jsonl"))
         write_jsonl(out / RECORDS, [*iter_records(plain), *seeded])
         return {"seed_stats": stats, "orig": _write_orig(out, exp.synthesis.limit)}
@@ -117,17 +138,18 @@ def seed_stage(exp: Experiment):
     return run
 
 
-def synth_stage(exp: Experiment):
+def synth_stage(exp: Experiment, reuse_from: tuple[Path, ...] = ()):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         source = up["data"] / ORIG
-        stats = _run_job(exp, "reverse", exp.synthesis.job, source, out / "reversed.jsonl")
+        job = exp.synthesis.job
+        stats = _run_job(exp, "reverse", job, source, out / "reversed.jsonl", reuse_from)
         dvs = [r for r in iter_records(out / "reversed.jsonl") if r.view == "dv"]
         return {"stats": stats, "dv": write_jsonl(out / DV, dvs)}
 
     return run
 
 
-def verify_stage(exp: Experiment, dv_source: str):
+def verify_stage(exp: Experiment, dv_source: str, reuse_from: tuple[Path, ...] = ()):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         dvs = {r.parent_id: r for r in iter_records(up[dv_source] / DV)}
         units = []
@@ -135,9 +157,8 @@ def verify_stage(exp: Experiment, dv_source: str):
             if orig.id in dvs:
                 units += [orig, dvs[orig.id]]
         write_jsonl(out / "units.jsonl", units)
-        stats = _run_job(
-            exp, "verify", exp.verification.job, out / "units.jsonl", out / "kept.jsonl"
-        )
+        units_file, kept_file = out / "units.jsonl", out / "kept.jsonl"
+        stats = _run_job(exp, "verify", exp.verification.job, units_file, kept_file, reuse_from)
         kept = [r for r in iter_records(out / "kept.jsonl") if r.view == "dv"]
         return {"stats": stats, "dv": write_jsonl(out / DV, kept)}
 
@@ -268,6 +289,7 @@ def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
 
 def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
     """All stages of ``exp`` under its run folder (``reuse_from``: see :class:`Pipeline`)."""
+    reuse = tuple(Path(p) for p in reuse_from or [])
     stages: list[Stage] = []
     if exp.instructions is not None:
         stages.append(
@@ -287,7 +309,7 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
         stages.append(
             Stage(
                 "data",
-                seed_stage(exp),
+                seed_stage(exp, reuse),
                 params={
                     "seeding": exp.seeding.model_dump(),
                     "limit": exp.synthesis.limit,
@@ -302,7 +324,7 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
         stages.append(
             Stage(
                 "synth",
-                synth_stage(exp),
+                synth_stage(exp, reuse),
                 params={
                     "job": exp.synthesis.job,
                     "task": task_fingerprint("reverse", exp.synthesis.job),
@@ -316,7 +338,7 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
         stages.append(
             Stage(
                 "verify",
-                verify_stage(exp, dv_stage),
+                verify_stage(exp, dv_stage, reuse),
                 params={
                     "job": exp.verification.job,
                     "task": task_fingerprint("verify", exp.verification.job),

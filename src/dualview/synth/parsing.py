@@ -20,6 +20,7 @@ ParseStatus = Literal["ok", "impossible", "rejected"]
 _ANY_TAG = re.compile(r"</?\s*[A-Za-z_][\w-]*\s*>")
 _SPACE = re.compile(r"\s+")
 _EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}"
+_NOT_WORD = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ def strip_blocks(text: str, tag: str) -> str:
 def normalize(text: str) -> str:
     """Case-folded, whitespace-collapsed, without punctuation at the ends (for comparisons)."""
     return _SPACE.sub(" ", text).strip(_EDGE_PUNCT).casefold()
+
+
+def words_only(text: str) -> str:
+    """Case-folded words joined by single spaces: what echo checks compare, so that a comma
+    or a dash does not hide a copied sentence."""
+    return _NOT_WORD.sub(" ", text).strip().casefold()
 
 
 def has_markup(text: str) -> bool:
@@ -124,20 +131,21 @@ def echoes(
     """True when ``value`` copies a fixed sentence of the prompt, or is a piece of one, or
     copies one of the prompt's inputs.
 
-    ``fragments`` are normalized sentences from the template (and few-shot answers): the value
-    echoes the prompt if it contains one (of at least 20 characters) or is contained in one
-    (when it has at least 12 characters). ``inputs`` (query, passages) are echoed when the value
-    equals one, contains one of at least 40 characters, or is a piece of at least 40
-    characters cut from one (small models answer with a sentence lifted from the passage).
+    Comparisons ignore case and punctuation (:func:`words_only`). ``fragments`` are sentences
+    from the template (and few-shot answers): the value echoes the prompt if it contains one
+    (of at least 20 characters) or is contained in one (when it has at least 12 characters).
+    ``inputs`` (query, passages) are echoed when the value equals one, contains one of at
+    least 40 characters, or is a piece of at least 40 characters cut from one (small models
+    answer with a sentence lifted from the passage).
     """
-    norm = normalize(value)
+    norm = words_only(value)
     for item in inputs:
-        item_norm = normalize(item)
+        item_norm = words_only(item)
         if norm == item_norm or (len(item_norm) >= 40 and item_norm in norm):
             return True
         if len(norm) >= 40 and norm in item_norm:
             return True
-    for fragment in fragments:
+    for fragment in map(words_only, fragments):
         if len(fragment) >= 20 and fragment in norm:
             return True
         if len(norm) >= 12 and norm in fragment:

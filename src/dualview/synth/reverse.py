@@ -11,6 +11,7 @@ original and ``meta`` records N*, the original instruction and the original posi
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +35,9 @@ from dualview.synth.parsing import (
 )
 from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import PromptTemplate, load_template
+
+# The prompt's passage labels; an instruction naming one was written for the prompt, not a user.
+_PASSAGE_LABEL = re.compile(r"\bTARGET\b|\[(?:R|T|O)\d*\]")
 
 
 class ReverseExample(StrictModel):
@@ -121,6 +125,8 @@ def parse_reverse(
         return reject("same_as_original", "the new instruction repeats the original")
     if echoes(instruction, fragments, inputs):
         return reject("echoes_prompt", "the new instruction copies text of the prompt")
+    if _PASSAGE_LABEL.search(instruction):
+        return reject("echoes_prompt", "the new instruction names a passage label of the prompt")
     if near_copy(instruction, examples):
         return reject("echoes_prompt", "the new instruction rewords a worked example's answer")
     problem = length_problem(instruction, min_words, max_chars)
@@ -156,7 +162,8 @@ class ReverseTask(TemplateTask):
 
     # 2: reworded copies of a worked example are rejected
     # 3: an instruction that is a piece (>= 40 characters) of a passage is rejected
-    parser_version = 3
+    # 4: echo checks ignore punctuation; naming a prompt label (TARGET, [R1]) is rejected
+    parser_version = 4
 
     name = "reverse"
 
