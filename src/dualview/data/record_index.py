@@ -13,7 +13,6 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, overload
@@ -185,7 +184,7 @@ def instance_key(view: str, record_id: str, parent_id: str | None) -> str:
     return parent_id if view == "dv" and parent_id else record_id
 
 
-class IndexedRecords(SequenceABC):
+class IndexedRecords(Sequence[Record]):
     """The records of one JSONL file as a sequence, read from disk on access.
 
     Training needs random access by position (the batch plan of an epoch) but only ids and
