@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 from dualview.report import ConfigResult, write_report
 from dualview.report.table import ordered_columns, to_csv, to_markdown
@@ -77,3 +78,25 @@ def test_aggregate_over_seeds_gives_mean_and_spread(tmp_path):
     assert "| A | 2.00 ± 1.41 | 0.00 ± 0.00 |" in to_markdown([row])
     header = to_csv([row]).splitlines()[0]
     assert header == "configuration,m,a,m (sd),a (sd)"
+
+
+def test_seeds_aggregate_to_mean_and_sd_in_tables_and_plots(tmp_path):
+    from dualview.report.table import aggregate
+
+    seeds = [
+        [
+            ConfigResult("A", {"p-MRR": 10.0}, loss_curve=[(1, 2.0)]),
+            ConfigResult("B", {"p-MRR": 4.0}),
+        ],
+        [
+            ConfigResult("A", {"p-MRR": 14.0}, loss_curve=[(1, 4.0)]),
+            ConfigResult("B", {"p-MRR": 6.0}),
+        ],
+    ]
+    rows = aggregate(seeds)
+    a = next(r for r in rows if r.name == "A")
+    assert a.runs == 2 and a.metrics["p-MRR"] == 12.0 and a.loss_curve == [(1, 3.0)]
+    assert math.isclose(a.spread["p-MRR"], math.sqrt(8.0))
+    assert "| A | **12.00 ± 2.83** |" in to_markdown(rows).splitlines()
+    files = write_report(rows, tmp_path, title="seeds")
+    assert (tmp_path / "metrics.png").stat().st_size > 0 and files.markdown.exists()

@@ -30,12 +30,14 @@ def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
-def _label_bars(ax, bars, values) -> None:
-    for bar, value in zip(bars, values, strict=True):
+def _label_bars(ax, bars, values, errors=None) -> None:
+    """The value above each bar (above its error bar, if any)."""
+    errors = errors or [0.0] * len(values)
+    for bar, value, error in zip(bars, values, errors, strict=True):
         if not math.isnan(value):
             ax.annotate(
                 f"{value:.1f}",
-                (bar.get_x() + bar.get_width() / 2, value),
+                (bar.get_x() + bar.get_width() / 2, value + math.copysign(error, value)),
                 ha="center",
                 va="bottom" if value >= 0 else "top",
                 fontsize=8,
@@ -43,7 +45,8 @@ def _label_bars(ax, bars, values) -> None:
 
 
 def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
-    """One panel per metric column, one bar per configuration."""
+    """One panel per metric column, one bar per configuration; over several runs (seeds)
+    the bar is the mean and the error bar one standard deviation."""
     columns = ordered_columns(rows)
     if not columns:
         return None
@@ -53,15 +56,24 @@ def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
     names = [row.name for row in rows]
     for ax, column in zip(axes.flat, columns, strict=False):
         values = [row.metrics.get(column, float("nan")) for row in rows]
-        bars = ax.bar(range(len(rows)), values, color=[COLORS[i % 10] for i in range(len(rows))])
-        _label_bars(ax, bars, values)
+        spread = [row.spread.get(column, 0.0) if row.runs > 1 else 0.0 for row in rows]
+        bars = ax.bar(
+            range(len(rows)),
+            values,
+            color=[COLORS[i % 10] for i in range(len(rows))],
+            yerr=spread if any(spread) else None,
+            capsize=4,
+        )
+        _label_bars(ax, bars, values, spread)
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_title(column, fontsize=10)
         ax.set_xticks(range(len(rows)), names, rotation=20, ha="right", fontsize=8)
         ax.margins(y=0.18)
     for ax in list(axes.flat)[len(columns) :]:
         ax.axis("off")
-    fig.suptitle("Metrics per configuration (higher is better)")
+    runs = max((row.runs for row in rows), default=1)
+    over = f"; mean ± sd over {runs} runs" if runs > 1 else ""
+    fig.suptitle(f"Metrics per configuration (higher is better{over})")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
