@@ -22,6 +22,7 @@ from dualview.synth.bench import (
     pick_examples,
     select_pairs,
 )
+from dualview.synth.reverse import ReverseTask
 from dualview.synth.testing import StubReply, StubServer, prompt_of
 from tests.gold_fixtures import instance
 
@@ -233,6 +234,22 @@ def test_rerun_resumes_from_the_caches(tmp_path: Path, gold_dir: Path) -> None:
         for side in ("gold_positive", "gold_negative"):
             report["judge"][side].pop("wall_s_this_run")
     assert first == second
+
+
+def test_a_parser_change_rejudges_the_benchmark_from_its_caches(
+    tmp_path: Path, gold_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with StubServer(Script()) as server:
+        config = bench_config(server.base_url, gold_dir)
+        first = SynthBench(config, tmp_path / "out").run()
+        asked = server.requests
+        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        second = SynthBench(config, tmp_path / "out").run()
+        assert server.requests == asked  # reversals replayed, judgements cached
+    for shots, metrics in second["shots"].items():
+        assert metrics["outcomes"] == first["shots"][shots]["outcomes"]
+    stats = json.loads((tmp_path / "out/shots-1/reverse.jsonl.stats.json").read_text())
+    assert stats["counts"]["replayed_answers"] == stats["units"]
 
 
 def test_cli_writes_json_and_table(tmp_path: Path, gold_dir: Path) -> None:

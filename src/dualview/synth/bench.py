@@ -176,6 +176,13 @@ class GoldFewShotReverse:
     def fingerprint(self) -> dict[str, Any]:
         return {"by_domain": {d: t.fingerprint() for d, t in self.tasks.items()}}
 
+    def earlier_fingerprints(self) -> list[dict[str, Any]]:
+        """The fingerprints under the reverse task's older parsers (see ``Task``), so a
+        parser change re-judges a benchmark's cached answers instead of asking again."""
+        earlier = {d: t.earlier_fingerprints() for d, t in self.tasks.items()}
+        versions = min((len(e) for e in earlier.values()), default=0)
+        return [{"by_domain": {d: e[i] for d, e in earlier.items()}} for i in range(versions)]
+
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:
         return one_per_record(records)
 
@@ -304,6 +311,8 @@ class SynthBench:
         self.pool = gold_pairs(load_gold(config.split, gold_dir), str(gold_dir))
         self.gold_sha256 = hashlib.sha256(split_path(config.split, gold_dir).read_bytes())
         self.pairs = select_pairs(self.pool, config.limit)
+        # orig id -> the gold reversed instruction, of the selected instances
+        self.gold_reversals = {orig.id: dv.instruction for orig, dv in self.pairs}
         self.judge = config.judge_backend or config.backend
 
     def _run(
@@ -366,16 +375,14 @@ class SynthBench:
             **cost(ver),
         }
         metrics["closeness"] = closeness(
-            list(iter_records(reversed_out)),
-            {orig.id: dv.instruction for orig, dv in self.pairs},
-            self.config.near_copy_ratio,
+            list(iter_records(reversed_out)), self.gold_reversals, self.config.near_copy_ratio
         )
         metrics["complete"] = bool(rev["complete"] and ver["complete"])
         metrics["samples"] = self._samples(reversed_out)
         return metrics
 
     def _samples(self, reversed_out: Path, n: int = 5) -> list[dict[str, str]]:
-        gold = {orig.id: dv.instruction for orig, dv in self.pairs}
+        gold = self.gold_reversals
         return [
             {
                 "id": r.parent_id or "",
