@@ -90,6 +90,8 @@ class RecordIndex:
         pool_size: size of a seeded reservoir sample of documents (for random padding).
         seed: seed of that reservoir.
         on_record: called with every validated record during the pass (e.g. statistics).
+        track_positives: fill :attr:`known_positives` (needed to select negatives, not to
+            read records back).
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class RecordIndex:
         pool_size: int = 0,
         seed: int = 0,
         on_record: Callable[[Record], None] | None = None,
+        track_positives: bool = True,
     ) -> None:
         self.sources = [SourceInfo(Path(p)) for p in paths]
+        self._track_positives = track_positives
         self.entries: dict[str, Entry] = {}
         self.known_positives = KnownPositives()
         self.pool: list[Document] = []
@@ -135,7 +139,8 @@ class RecordIndex:
                 str(counterpart) if counterpart else None,
             )
             info.views[record.view] += 1
-            self.known_positives.add_record(record)
+            if self._track_positives:
+                self.known_positives.add_record(record)
             self._sample_documents(record)
             if on_record is not None:
                 on_record(record)
@@ -194,7 +199,7 @@ class IndexedRecords(Sequence[Record]):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._index = RecordIndex([self.path])
+        self._index = RecordIndex([self.path], track_positives=False)
         self._entries = list(self._index.entries.values())
 
     def __len__(self) -> int:
