@@ -1,4 +1,4 @@
-"""Encoding speed of :class:`dualview.eval.encode.Encoder` against plain sentence-transformers.
+"""Encoding speed of :class:`dualview.retrieval.encode.Encoder` against plain sentence-transformers.
 
 On the same model (default: the embedded all-MiniLM-L6-v2) and the same texts (default: the
 1,743 MS MARCO passages of ``../shared/data/msmarco-1743``), measures:
@@ -37,7 +37,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "msmarco-1743"
 
 def passages(folder: Path, limit: int | None) -> list[str]:
     from dualview.data.formats.beir import load_corpus
-    from dualview.eval.benchmarks.base import doc_text
+    from dualview.retrieval.text import doc_text
 
     texts = [doc_text(d) for d in load_corpus(folder / "corpus.jsonl").values()]
     return texts[:limit] if limit else texts
@@ -61,7 +61,7 @@ def main() -> int:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["DUALVIEW_CACHE"] = tempfile.mkdtemp(prefix="eval-speed-cache-")
-    from dualview.eval.encode import Encoder, load_sentence_transformer
+    from dualview.retrieval.encode import Encoder, load_sentence_transformer
 
     info = machine_start()
     texts = passages(args.data, args.limit)

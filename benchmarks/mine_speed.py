@@ -1,8 +1,8 @@
 """Mining speed: corpus encoding (documents/s) and search (queries/s), exact torch vs FAISS.
 
 On the shared MS MARCO slice (``../shared/data/msmarco-1743``) with the embedded MiniLM, via
-the same code mining uses (:class:`dualview.eval.encode.Encoder`,
-:func:`dualview.eval.search.topk`):
+the same code mining uses (:class:`dualview.retrieval.encode.Encoder`,
+:func:`dualview.retrieval.search.topk`):
 
 - encoding: documents/s with the cache off (the model's own speed), then documents/s when
   every vector comes from the on-disk cache (a re-run or resumed mining);
@@ -41,7 +41,7 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
 
 
 def bench_encoding(texts: list[str], batch_size: int) -> tuple[dict, np.ndarray]:
-    from dualview.eval.encode import Encoder
+    from dualview.retrieval.encode import Encoder
 
     enc = Encoder("embedded:minilm", batch_size=batch_size, show_progress=False)
     cold, emb = timed(enc.encode, texts)
@@ -66,7 +66,7 @@ def tile(emb: np.ndarray, rows: int, seed: int = 0) -> np.ndarray:
 
 
 def bench_search(queries: np.ndarray, docs: np.ndarray, k: int) -> dict:
-    from dualview.eval.search import faiss_available, topk
+    from dualview.retrieval.search import faiss_available, topk
 
     row = {"corpus_rows": len(docs), "queries": len(queries), "k": k}
     seconds, (_, exact_idx) = timed(topk, queries, docs, k, backend="torch")
@@ -90,8 +90,8 @@ def main() -> None:
     os.environ["DUALVIEW_CACHE"] = tempfile.mkdtemp(prefix="mine-speed-")  # cold cache
 
     from dualview.data.formats.beir import load_beir
-    from dualview.eval.benchmarks.base import doc_text
-    from dualview.eval.encode import Encoder
+    from dualview.retrieval.encode import Encoder
+    from dualview.retrieval.text import doc_text
 
     info = machine_start()
     data = load_beir(DATA)

@@ -61,7 +61,7 @@ def load_batches(args: argparse.Namespace) -> list:
 
 def st_features(model, batch, k: int) -> list[dict]:
     """MNRL's columns: anchor, positive, negative_1..k, each tokenized for its task."""
-    from dualview.eval.benchmarks.base import doc_text
+    from dualview.retrieval.text import doc_text
 
     records = batch.records
     columns = [

@@ -20,8 +20,8 @@ from dualview.data.jsonl import iter_records, write_jsonl
 from dualview.data.manifest import read_manifest
 from dualview.data.mine import MineConfig, margin_threshold, mine_file
 from dualview.data.schema import Document, Record
-from dualview.eval.benchmarks.base import doc_text
-from dualview.eval.encode import Encoder
+from dualview.retrieval.encode import Encoder
+from dualview.retrieval.text import doc_text
 
 N_QUERIES, N_OTHER, N_PLANTED = 150, 200, 40
 

@@ -24,7 +24,7 @@ RANK2 = 1 / math.log2(3)  # nDCG@k of one relevant document at rank 2
 
 
 class BagOfWords:
-    """Duck-typed :class:`~dualview.eval.encode.Encoder`: normalized word-count vectors."""
+    """Duck-typed :class:`~dualview.retrieval.encode.Encoder`: normalized word-count vectors."""
 
     fingerprint = "bow"
     dim = 256

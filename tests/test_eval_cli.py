@@ -48,7 +48,7 @@ def test_bad_benchmark_is_one_line_exit_2(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # three evaluations and a model save: ~40 s on a shared 2-core machine
 def test_two_models_side_by_side_and_reuse(tmp_path: Path) -> None:
-    from dualview.eval.encode import load_sentence_transformer
+    from dualview.retrieval.encode import load_sentence_transformer
 
     model_dir = tmp_path / "copy"
     load_sentence_transformer("embedded:minilm", device="cpu").save(str(model_dir))

@@ -10,7 +10,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from dualview.data.jsonl import iter_records
-from dualview.eval.benchmarks.base import doc_text
+from dualview.retrieval.text import doc_text
 from dualview.train.config import ModelConfig
 from dualview.train.model import BiEncoder, pool, record_query_text
 from tests.train_tiny import make_tiny_encoder

@@ -82,7 +82,7 @@ def gold_check(
     findings = check_instances(located, config)
     if semantic:
         from dualview.data.gold_semantic import suspect_extras
-        from dualview.eval.encode import Encoder
+        from dualview.retrieval.encode import Encoder
 
         findings += suspect_extras(located, Encoder(semantic, show_progress=False), n_hard)
     for finding in findings:

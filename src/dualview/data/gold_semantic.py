@@ -22,7 +22,7 @@ from dualview.data.schema import Document
 
 
 class TextEncoder(Protocol):
-    """Anything with ``encode(texts) -> (n, dim) array`` (e.g. ``dualview.eval.encode.Encoder``)."""
+    """Anything with ``encode(texts) -> (n, dim) array`` (e.g. ``retrieval.encode.Encoder``)."""
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 

@@ -2,9 +2,9 @@
 
 For every record, the query (joined with its instruction, :func:`query_text`) is encoded and
 searched against a corpus with any sentence-transformers model; the corpus embeddings are
-cached on disk by :class:`dualview.eval.encode.Encoder` (model fingerprint, prompt, text
+cached on disk by :class:`dualview.retrieval.encode.Encoder` (model fingerprint, prompt, text
 hash), so a second run or a resumed run does not encode again. Search is
-:func:`dualview.eval.search.topk` (exact in torch; FAISS when installed and the corpus large).
+:func:`dualview.retrieval.search.topk` (exact in torch; FAISS when installed and the corpus large).
 
 A candidate at 1-based rank ``r`` with score ``s`` becomes a hard negative only if:
 
@@ -47,7 +47,7 @@ from dualview.data.manifest import file_sha256, read_manifest, source_entry, wri
 from dualview.data.negatives import KnownPositives, NegativeConfig, SelectionStats, select_negatives
 from dualview.data.schema import Document, Record, content_id
 from dualview.errors import DataError
-from dualview.eval.benchmarks.base import doc_text
+from dualview.retrieval.text import doc_text
 
 
 class MineConfig(StrictModel):
@@ -223,7 +223,7 @@ class Miner:
 
     def mine(self, records: Sequence[Record], known: KnownPositives) -> list[Record]:
         """The records with mined hard negatives (``replace`` or ``append``)."""
-        from dualview.eval.search import topk
+        from dualview.retrieval.search import topk
 
         cfg = self.config
         texts = [query_text(r, cfg.query_template) for r in records]
@@ -262,7 +262,7 @@ class MineResult:
 
 
 def make_encoder(config: MineConfig) -> Any:
-    from dualview.eval.encode import Encoder
+    from dualview.retrieval.encode import Encoder
 
     return Encoder(config.model, batch_size=config.batch_size, device=config.device)
 

@@ -1,1 +1,4 @@
-"""Evaluation: encoding with a cache, search, metrics (p-MRR, IR measures), benchmark loaders."""
+"""Evaluation: metrics (p-MRR, IR measures), benchmark loaders and runs.
+
+Encoding and search live in :mod:`dualview.retrieval`, below both data/ and eval/.
+"""

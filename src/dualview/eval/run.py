@@ -31,7 +31,7 @@ from typing import Any
 from dualview.data.jsonl import AtomicJsonlWriter
 from dualview.eval.benchmarks import load_benchmark, spec_label
 from dualview.eval.benchmarks.base import Benchmark, EvalContext
-from dualview.eval.encode import Encoder
+from dualview.retrieval.encode import Encoder
 
 PACKAGES = ("dualview", "torch", "transformers", "sentence-transformers", "pytrec-eval-terrier")
 

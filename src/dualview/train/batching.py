@@ -30,7 +30,7 @@ import torch
 from dualview.data.record_index import IndexedRecords, instance_key
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
-from dualview.eval.benchmarks.base import doc_text  # documents read as in evaluation
+from dualview.retrieval.text import doc_text  # documents read as in evaluation
 from dualview.train.model import record_query_text
 
 POSITIVE, NEGATIVE, UNLABELLED = 1, -1, 0

@@ -3,7 +3,7 @@
 Queries and documents share one backbone and differ only in their text and maximum length.
 A query's text is the query joined with its instruction through a template
 (:func:`dualview.data.formats.common.query_text`); a document's text is ``title text``, as
-in evaluation (:func:`dualview.eval.benchmarks.base.doc_text`, used by the batching).
+in evaluation (:func:`dualview.retrieval.text.doc_text`, used by the batching).
 
 :meth:`BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
 Normalize, per-task lengths, empty prompts because the instruction is already in the text)

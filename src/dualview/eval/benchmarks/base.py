@@ -3,7 +3,7 @@
 A benchmark is a class with a :class:`BenchmarkMeta` (mteb style: name, reference, Hub
 dataset, main score) built from a local folder in the upstream layout, or from the Hugging
 Face Hub by name (:func:`hub_snapshot`, online only). :meth:`Benchmark.evaluate` encodes with
-the context's :class:`~dualview.eval.encode.Encoder` and returns a :class:`BenchmarkResult`:
+the context's :class:`~dualview.retrieval.encode.Encoder` and returns a :class:`BenchmarkResult`:
 flat metric means plus per-query values, so every number can be traced to its queries.
 """
 
@@ -18,9 +18,10 @@ from pathlib import Path
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.schema import Document
 from dualview.errors import DataError, DualviewError
-from dualview.eval.encode import Encoder
 from dualview.eval.metrics import MetricResult
-from dualview.eval.search import Run, rerank_run, topk_run
+from dualview.retrieval.encode import Encoder
+from dualview.retrieval.search import Run, rerank_run, topk_run
+from dualview.retrieval.text import doc_text
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,6 @@ def files_fingerprint(files: Iterable[Path]) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()[:24]
-
-
-def doc_text(doc: Document) -> str:
-    """Text a model reads for a document: ``title text`` (mteb/BEIR convention)."""
-    return f"{doc.title} {doc.text}".strip() if doc.title else doc.text
 
 
 def require_file(path: Path) -> Path:

@@ -1,6 +1,6 @@
 """Nearest documents by dot product: exact top-k (torch, chunked; FAISS for large corpora).
 
-The score is the dot product of the vectors as given; :class:`dualview.eval.encode.Encoder`
+The score is the dot product of the vectors as given; :class:`dualview.retrieval.encode.Encoder`
 normalizes them for cosine models, so the dot product is the model's own score.
 
 - :func:`topk`: the ``k`` best documents of every query over the whole corpus. ``backend``

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dualview.errors import DualviewError
-from dualview.eval import search
-from dualview.eval.search import rerank, rerank_run, topk, topk_run
+from dualview.retrieval import search
+from dualview.retrieval.search import rerank, rerank_run, topk, topk_run
 
 
 def _data(nq: int = 7, nd: int = 53, dim: int = 8, seed: int = 0):

@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from dualview.errors import DualviewError
-from dualview.eval.encode import Encoder, load_sentence_transformer, model_fingerprint, text_key
+from dualview.retrieval.encode import (
+    Encoder,
+    load_sentence_transformer,
+    model_fingerprint,
+    text_key,
+)
 
 TEXTS = [
     "the cat sat on the mat",
