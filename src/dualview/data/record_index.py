@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -111,6 +112,7 @@ class RecordIndex:
         self._pool_seen = 0
         self._rng = random.Random(seed)
         self._handles: dict[int, BinaryIO] = {}
+        self._handles_pid = os.getpid()
         for number, info in enumerate(self.sources):
             self._scan(number, info, on_record)
 
@@ -161,6 +163,9 @@ class RecordIndex:
     def load(self, entry: Entry) -> Record:
         """Read one record back from its file."""
         info = self.sources[entry.source]
+        if self._handles_pid != os.getpid():  # a forked worker must not share file offsets
+            self._handles = {}
+            self._handles_pid = os.getpid()
         handle = self._handles.get(entry.source)
         if handle is None:
             handle = self._handles[entry.source] = info.path.open("rb")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +32,7 @@ from dualview.data.schema import Record
 from dualview.errors import ConfigError
 from dualview.retrieval.text import doc_text  # documents read as in evaluation
 from dualview.train.model import record_query_text
+from dualview.train.tokens import TokenizedTexts
 
 POSITIVE, NEGATIVE, UNLABELLED = 1, -1, 0
 
@@ -46,6 +47,9 @@ class Batch:
     doc_texts: list[str]
     relations: torch.Tensor  # int8 [num_queries, num_documents]
     template: str
+    # Token ids per text group ("queries", "documents", "cross") when the loader tokenized
+    # the batch ahead of the step (dualview.train.loader); empty: the step tokenizes.
+    tokens: dict[str, TokenizedTexts] = field(default_factory=dict)
 
     @property
     def first_positive(self) -> torch.Tensor:
@@ -214,17 +218,24 @@ class BatchStream:
     def batches_per_epoch(self) -> int:
         return len(self.plan(0))
 
-    def iterate(self, start: DataPosition, epochs: int) -> Iterator[tuple[DataPosition, Batch]]:
-        """Yield ``(position after this batch, batch)`` from ``start`` to the end of ``epochs``."""
+    def plans(self, start: DataPosition, epochs: int) -> Iterator[tuple[DataPosition, list[int]]]:
+        """``(position after this batch, record indices)`` from ``start`` (no record is read)."""
         for epoch in range(start.epoch, epochs):
             plan = self.plan(epoch)
             first = start.batch_index if epoch == start.epoch else 0
             for index in range(first, len(plan)):
-                chosen = [self.records[i] for i in plan[index]]
-                batch = build_batch(chosen, self.num_negatives, self.template)
                 following = (
                     DataPosition(epoch, index + 1)
                     if index + 1 < len(plan)
                     else DataPosition(epoch + 1, 0)
                 )
-                yield following, batch
+                yield following, plan[index]
+
+    def build(self, indices: list[int]) -> Batch:
+        """The batch of the records at ``indices`` (read from disk for an indexed file)."""
+        return build_batch([self.records[i] for i in indices], self.num_negatives, self.template)
+
+    def iterate(self, start: DataPosition, epochs: int) -> Iterator[tuple[DataPosition, Batch]]:
+        """Yield ``(position after this batch, batch)`` from ``start`` to the end of ``epochs``."""
+        for following, indices in self.plans(start, epochs):
+            yield following, self.build(indices)

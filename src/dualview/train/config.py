@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dualview.config import StrictModel
 
@@ -26,6 +26,9 @@ class ModelConfig(StrictModel):
     document_max_length: int = Field(512, gt=0)
     # How a query and its instruction are joined (the paper concatenates).
     query_template: str = "{query} {instruction}"
+    # Attention kernel passed to transformers (None: its default, "sdpa" for most encoders;
+    # "flash_attention_2" when the flash-attn package is installed).
+    attn_implementation: str | None = None
 
 
 class DataConfig(StrictModel):
@@ -35,6 +38,17 @@ class DataConfig(StrictModel):
     num_negatives: int = Field(30, ge=0)
     view_policy: ViewPolicy = "together"
     drop_last: bool = True
+    # Processes that read, build and tokenize batches ahead of the step ("auto": 2 when
+    # training on a GPU, 0 on CPU, where the step itself needs the cores).
+    num_workers: int | Literal["auto"] = "auto"
+    prefetch_batches: int = Field(2, gt=0)  # per worker
+
+    @field_validator("num_workers")
+    @classmethod
+    def _workers_not_negative(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 0:
+            raise ValueError("must be >= 0 or 'auto'")
+        return value
 
 
 class LossConfig(StrictModel):
@@ -74,13 +88,25 @@ class TrainConfig(StrictModel):
     output_dir: Path
     batch_size: int = Field(32, gt=0)  # queries per (global) batch
     grad_accumulation_steps: int = Field(1, gt=0)
-    gradcache_chunk_size: int | None = Field(None, gt=0)
+    # GradCache: None = off; an int = texts per chunk; "auto" = chunks bounded in tokens by
+    # what fits in GPU memory (measured at start-up). Chunks hold length-sorted texts.
+    gradcache_chunk_size: int | Literal["auto"] | None = None
     epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)
     seed: int = 42
-    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    # "auto": bf16 autocast on a GPU that supports it (else fp16), fp32 on CPU.
+    mixed_precision: Literal["auto", "no", "fp16", "bf16"] = "auto"
+    # torch.compile the backbone (compiles once per run, dynamic shapes).
+    compile: bool = False
     checkpoint_every: int = Field(500, gt=0)
     keep_checkpoints: int = Field(2, gt=0)
     log_every: int = Field(1, gt=0)
     tracking: Literal["none", "tensorboard", "wandb"] = "none"
     deepspeed_config: Path | None = None
+
+    @field_validator("gradcache_chunk_size")
+    @classmethod
+    def _chunk_positive(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and value <= 0:
+            raise ValueError("must be > 0, 'auto' or null")
+        return value

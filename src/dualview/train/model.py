@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +29,7 @@ from dualview.data.formats.common import query_text
 from dualview.data.schema import Record
 from dualview.resources import resolve_model_path
 from dualview.train.config import ModelConfig
+from dualview.train.tokens import TokenizedTexts
 
 TextKind = Literal["query", "document"]
 # Our pooling names -> sentence-transformers' pooling_mode.
@@ -38,6 +40,20 @@ MODEL_INFO_FILE = "dualview_model.json"
 def record_query_text(record: Record, template: str) -> str:
     """The text a query is encoded from: query + instruction through ``template``."""
     return query_text(record, template)
+
+
+def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTexts:
+    """Token ids of ``texts`` (special tokens added, truncated to ``max_length``), unpadded."""
+    if not texts:
+        return TokenizedTexts.from_lists([])
+    encoded = tokenizer(
+        texts,
+        truncation=True,
+        max_length=max_length,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    return TokenizedTexts.from_lists(encoded["input_ids"])
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -67,7 +83,10 @@ class BiEncoder(nn.Module):
         self.config = config
         path = resolve_model_path(config.name_or_path)
         remote = config.trust_remote_code
-        self.backbone = AutoModel.from_pretrained(path, trust_remote_code=remote)
+        kwargs = {"attn_implementation": config.attn_implementation}
+        if config.attn_implementation is None:
+            kwargs = {}
+        self.backbone = AutoModel.from_pretrained(path, trust_remote_code=remote, **kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
         if self.tokenizer.pad_token is None:  # decoders often lack one
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -80,25 +99,38 @@ class BiEncoder(nn.Module):
         cfg = self.config
         return cfg.query_max_length if kind == "query" else cfg.document_max_length
 
-    def tokenize(self, texts: list[str], kind: TextKind) -> dict[str, torch.Tensor]:
-        device = next(self.backbone.parameters()).device
-        batch = self.tokenizer(
-            texts,
-            padding=True,
-            truncation=True,
-            max_length=self.max_length(kind),
-            return_tensors="pt",
-        )
-        return {key: value.to(device) for key, value in batch.items()}
+    def tokenize_ids(self, texts: list[str], kind: TextKind) -> TokenizedTexts:
+        """Unpadded, truncated token ids of ``texts`` (see :mod:`dualview.train.tokens`)."""
+        return tokenize_texts(self.tokenizer, texts, self.max_length(kind))
 
-    def forward(self, texts: list[str], kind: TextKind) -> torch.Tensor:
-        """Embeddings [len(texts), dim] (differentiable)."""
-        inputs = self.tokenize(texts, kind)
+    def pad(
+        self, tokens: TokenizedTexts, indices: Sequence[int] | torch.Tensor, kind: TextKind
+    ) -> dict[str, torch.Tensor]:
+        """Model inputs for ``tokens[indices]``, padded on the tokenizer's side, on device."""
+        device = next(self.backbone.parameters()).device
+        inputs = tokens.pad(
+            indices,
+            pad_id=int(self.tokenizer.pad_token_id),
+            left=self.tokenizer.padding_side == "left",
+            max_length=self.max_length(kind),
+        )
+        return {key: value.to(device, non_blocking=True) for key, value in inputs.items()}
+
+    def tokenize(self, texts: list[str], kind: TextKind) -> dict[str, torch.Tensor]:
+        """Padded model inputs of ``texts`` on the model's device."""
+        return self.pad(self.tokenize_ids(texts, kind), range(len(texts)), kind)
+
+    def embed(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Embeddings of padded inputs (``input_ids``, ``attention_mask``), differentiable."""
         hidden = self.backbone(**inputs).last_hidden_state
         embeddings = pool(hidden, inputs["attention_mask"], self.config.pooling)
         if self.config.normalize:
             embeddings = F.normalize(embeddings.float(), p=2, dim=-1)
         return embeddings
+
+    def forward(self, texts: list[str], kind: TextKind) -> torch.Tensor:
+        """Embeddings [len(texts), dim] (differentiable)."""
+        return self.embed(self.tokenize(texts, kind))
 
     @torch.no_grad()
     def encode(self, texts: list[str], kind: TextKind, batch_size: int = 64) -> torch.Tensor:

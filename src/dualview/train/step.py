@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -27,6 +27,7 @@ from torch import nn
 from dualview.train.batching import Batch
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.model import BiEncoder, TextKind
+from dualview.train.tokens import TokenizedTexts, padded_width, plan_chunks
 
 TextGroups = dict[str, tuple[list[str], TextKind]]
 
@@ -96,18 +97,110 @@ def batch_loss(loss_fn: nn.Module, embeddings: dict[str, torch.Tensor], batch: B
     return loss_fn(embeddings["queries"], embeddings["documents"], relations, target, cross)
 
 
+@dataclass(frozen=True)
+class Chunking:
+    """How GradCache cuts a share of texts: length-sorted chunks bounded in texts and tokens.
+
+    ``max_tokens`` bounds a chunk's padded size (texts x longest text), which is what its
+    activations cost; ``max_items`` bounds its number of texts.
+    """
+
+    max_items: int | None = None
+    max_tokens: int | None = None
+
+
 @dataclass
 class StepStats:
+    """What one contrastive step did on this rank."""
+
     loss: float
     queries: int
     documents: int
+    lengths: list[int] = field(default_factory=list)  # real token counts this rank encoded
+    padded_tokens: int = 0  # tokens fed to the model, padding included
+    gradcache: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.lengths)
 
 
-def _encode_local(model: BiEncoder, texts: list[str], kind: TextKind) -> torch.Tensor:
-    if not texts:
-        device = next(model.parameters()).device
-        return torch.zeros(0, model.dim, device=device)
-    return model(texts, kind).float()
+@dataclass
+class _Share:
+    """This rank's share of one text group, tokenized, with its chunk plan."""
+
+    tokens: TokenizedTexts
+    lo: int
+    hi: int
+    total: int
+    kind: TextKind
+    chunks: list[list[int]]  # indices into tokens (absolute), one list per chunk
+
+
+def _shares(
+    model: BiEncoder, batch: Batch, groups: TextGroups, chunking: Chunking | None
+) -> dict[str, _Share]:
+    rank, size = world()
+    shares = {}
+    for name, (texts, kind) in groups.items():
+        tokens = batch.tokens.get(name) or model.tokenize_ids(texts, kind)
+        lo, hi = shard_bounds(len(texts), size, rank)
+        if chunking is None:
+            chunks = [list(range(lo, hi))] if hi > lo else []
+        else:
+            local = plan_chunks(tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens)
+            chunks = [[lo + i for i in chunk] for chunk in local]
+        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks)
+    return shares
+
+
+def _encode_chunk(model: BiEncoder, share: _Share, chunk: list[int]) -> torch.Tensor:
+    return model.embed(model.pad(share.tokens, chunk, share.kind)).float()
+
+
+def _encode_share(
+    model: BiEncoder, share: _Share, grad: bool, states: list | None = None
+) -> torch.Tensor:
+    """Embeddings [hi - lo, dim] of the share in input order; records RNG states per chunk."""
+    device = next(model.parameters()).device
+    out = torch.zeros(share.hi - share.lo, model.dim, device=device)
+    if not share.chunks:
+        return out.requires_grad_(grad) if grad else out
+    parts = []
+    for chunk in share.chunks:
+        if states is not None:
+            states.append(_rng_state())
+        with torch.set_grad_enabled(grad):
+            parts.append(_encode_chunk(model, share, chunk))
+    rows = torch.tensor([i - share.lo for c in share.chunks for i in c], device=device)
+    return out.index_copy(0, rows, torch.cat(parts))
+
+
+def _chunk_rows(share: _Share, chunk: list[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor([i - share.lo for i in chunk], device=device)
+
+
+def _padded_tokens(model: BiEncoder, share: _Share) -> int:
+    limit = model.max_length(share.kind)
+    return sum(
+        len(chunk) * padded_width(int(share.tokens.lengths[chunk].max()), limit)
+        for chunk in share.chunks
+    )
+
+
+def _stats(model: BiEncoder, loss: torch.Tensor, batch: Batch, shares, gradcache: bool):
+    lengths = [
+        int(v) for share in shares.values() for v in share.tokens.lengths[share.lo : share.hi]
+    ]
+    padded = sum(_padded_tokens(model, share) for share in shares.values())
+    return StepStats(
+        float(loss.detach()),
+        len(batch.query_texts),
+        len(batch.doc_texts),
+        lengths,
+        padded,
+        gradcache,
+    )
 
 
 def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -126,57 +219,52 @@ def contrastive_step(
     loss_fn: nn.Module,
     batch: Batch,
     scale: float = 1.0,
-    chunk_size: int | None = None,
+    chunk_size: int | Chunking | None = None,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
 ) -> StepStats:
-    """Accumulate ``scale`` x the gradient of the batch loss into ``model``'s parameters."""
-    rank, size = world()
+    """Accumulate ``scale`` x the gradient of the batch loss into ``model``'s parameters.
+
+    ``chunk_size``: ``None`` encodes each share in one pass with gradients; an ``int`` (texts
+    per chunk) or a :class:`Chunking` turns on GradCache over length-sorted chunks. Token ids
+    come from ``batch.tokens`` when the loader tokenized the batch, else are made here.
+    """
+    chunking = Chunking(max_items=chunk_size) if isinstance(chunk_size, int) else chunk_size
     groups = text_groups(batch, loss_fn)
-    shares = {
-        name: texts[slice(*shard_bounds(len(texts), size, rank))]
-        for name, (texts, _) in groups.items()
-    }
-    if chunk_size is None:
+    shares = _shares(model, batch, groups, chunking)
+    if chunking is None:
         with autocast():
             embeddings = {
-                name: gather_rows(_encode_local(model, shares[name], kind), len(texts))
-                for name, (texts, kind) in groups.items()
+                name: gather_rows(_encode_share(model, share, grad=True), share.total)
+                for name, share in shares.items()
             }
             loss = batch_loss(loss_fn, embeddings, batch)
         backward(loss * scale)
     else:
-        loss = _gradcache_step(
-            model, loss_fn, batch, groups, shares, scale, chunk_size, autocast, backward
-        )
-    return StepStats(float(loss.detach()), len(batch.query_texts), len(batch.doc_texts))
+        loss = _gradcache_step(model, loss_fn, batch, shares, scale, autocast, backward)
+    return _stats(model, loss, batch, shares, chunking is not None)
 
 
-def _gradcache_step(model, loss_fn, batch, groups, shares, scale, chunk_size, autocast, backward):
-    cached: dict[str, tuple[list, torch.Tensor]] = {}
+def _gradcache_step(model, loss_fn, batch, shares, scale, autocast, backward):
+    states: dict[str, list] = {}
+    cached: dict[str, torch.Tensor] = {}
     embeddings: dict[str, torch.Tensor] = {}
-    for name, (texts, kind) in groups.items():
-        chunks, outputs = [], []
-        for start in range(0, len(shares[name]), chunk_size):
-            piece = shares[name][start : start + chunk_size]
-            chunks.append((piece, _rng_state()))
-            with torch.no_grad(), autocast():
-                outputs.append(_encode_local(model, piece, kind))
-        local = (torch.cat(outputs) if outputs else _encode_local(model, [], kind)).detach()
-        local.requires_grad_(True)
-        cached[name] = (chunks, local)
-        embeddings[name] = gather_rows(local, len(texts))
+    for name, share in shares.items():
+        states[name] = []
+        with autocast():
+            local = _encode_share(model, share, grad=False, states=states[name]).detach()
+        cached[name] = local.requires_grad_(True)
+        embeddings[name] = gather_rows(cached[name], share.total)
     with autocast():
         loss = batch_loss(loss_fn, embeddings, batch)
     backward(loss * scale)
-    for name, (_, kind) in groups.items():
-        chunks, local = cached[name]
-        if local.grad is None:
+    for name, share in shares.items():
+        grad = cached[name].grad
+        if grad is None:
             continue
-        grads = local.grad.split([len(piece) for piece, _ in chunks])
-        for (piece, state), grad in zip(chunks, grads, strict=True):
+        for chunk, state in zip(share.chunks, states[name], strict=True):
             _set_rng_state(state)
             with autocast():
-                out = _encode_local(model, piece, kind)
-            out.backward(gradient=grad)
+                out = _encode_chunk(model, share, chunk)
+            out.backward(gradient=grad[_chunk_rows(share, chunk, grad.device)])
     return loss

@@ -13,6 +13,7 @@ reproduces the uninterrupted run. Per-step metrics go to stdout and ``train_log.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -34,13 +35,23 @@ from dualview.data.jsonl import AppendJsonlWriter
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
+from dualview.perf import (
+    ModelShape,
+    ThroughputMeter,
+    current_device_name,
+    encoder_flops,
+    peak_memory_gib,
+    peak_tflops,
+)
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import LossConfig, OptimConfig, TrainConfig
+from dualview.train.loader import BatchTokenizer, prepared_batches
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
+from dualview.train.memory import auto_token_budget
 from dualview.train.model import BiEncoder
-from dualview.train.step import all_reduce_gradients, contrastive_step
+from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 
 LOG_FILE = "train_log.jsonl"
 MODEL_DIR = "model"
@@ -54,7 +65,7 @@ def build_loss(config: LossConfig) -> nn.Module:
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
-    """AdamW; biases and normalisation weights are not decayed."""
+    """AdamW (fused on CUDA); biases and normalisation weights are not decayed."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if param.requires_grad:
@@ -63,7 +74,24 @@ def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimi
         {"params": decay, "weight_decay": config.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=config.lr)
+    on_cuda = all(p.is_cuda for group in groups for p in group["params"])
+    return torch.optim.AdamW(groups, lr=config.lr, fused=on_cuda or None)
+
+
+def resolve_precision(requested: str) -> str:
+    """``auto`` -> ``bf16`` on a GPU that supports it (else ``fp16``), ``no`` on CPU."""
+    if requested != "auto":
+        return requested
+    if not torch.cuda.is_available():
+        return "no"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def resolve_workers(requested: int | str) -> int:
+    """``auto`` -> 2 loader workers when training on a GPU, 0 (the main process) on CPU."""
+    if requested != "auto":
+        return int(requested)
+    return 2 if torch.cuda.is_available() else 0
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int):
@@ -118,10 +146,14 @@ class Trainer:
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+        self.precision = resolve_precision(config.mixed_precision)
         self.accelerator = self._make_accelerator()
         records = load_training_records(config.data.train_file)
         set_seed(config.seed)
         self.model = BiEncoder(config.model).to(self.accelerator.device)
+        self.shape = ModelShape.of(self.model.backbone)
+        if config.compile:
+            self.model.backbone.compile(dynamic=True)
         self.loss_fn = build_loss(config.loss)
         self.stream = BatchStream(
             records,
@@ -133,10 +165,12 @@ class Trainer:
             drop_last=config.data.drop_last,
         )
         self.total_steps = self._total_steps()
+        self.chunking = self._chunking()
+        self.meter = ThroughputMeter(peak_tflops(current_device_name()))
         self.optimizer = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, self.total_steps)
         self.scaler = torch.amp.GradScaler(
-            self.accelerator.device.type, enabled=config.mixed_precision == "fp16"
+            self.accelerator.device.type, enabled=self.precision == "fp16"
         )
         if self._deepspeed:
             self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
@@ -153,11 +187,11 @@ class Trainer:
 
     def _make_accelerator(self) -> Accelerator:
         config = self.config
-        kwargs: dict[str, Any] = {"mixed_precision": config.mixed_precision}
+        kwargs: dict[str, Any] = {"mixed_precision": self.precision}
         if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             kwargs["cpu"] = True  # several CPU processes (torchrun): accelerate's MULTI_CPU, gloo
         if config.deepspeed_config is not None:
-            if config.gradcache_chunk_size is not None:
+            if config.gradcache_chunk_size is not None:  # "auto" included
                 raise ConfigError("gradcache_chunk_size cannot be combined with deepspeed_config")
             try:
                 import deepspeed  # noqa: F401
@@ -172,6 +206,19 @@ class Trainer:
             kwargs["log_with"] = config.tracking
             kwargs["project_dir"] = str(config.output_dir)
         return Accelerator(**kwargs)
+
+    def _chunking(self) -> Chunking | None:
+        """GradCache chunking: off, a number of texts, or a measured token budget (auto)."""
+        size = self.config.gradcache_chunk_size
+        if size is None:
+            return None
+        if size != "auto":
+            return Chunking(max_items=int(size))
+        length = max(self.config.model.query_max_length, self.config.model.document_max_length)
+        budget = auto_token_budget(self.model, self._autocast, length)
+        if self.accelerator.is_main_process:
+            print(budget.describe(), flush=True)
+        return Chunking(max_tokens=budget.max_tokens)
 
     def _total_steps(self) -> int:
         per_epoch = self.stream.batches_per_epoch() // self.config.grad_accumulation_steps
@@ -193,7 +240,7 @@ class Trainer:
             self.accelerator.init_trackers(
                 "dualview-train", config=self.config.model_dump(mode="json")
             )
-        batches = self.stream.iterate(state.position, self.config.epochs)
+        batches = self._batches(state)
         first = last = None
         interrupted = False
         log = (
@@ -202,6 +249,7 @@ class Trainer:
             else None
         )
         start = time.perf_counter()
+        self.meter.reset()
         with StopRequested() as stop, make_progress() as progress:
             task = progress.add_task("training", total=self.total_steps, status="")
             progress.update(task, completed=state.step)
@@ -227,6 +275,22 @@ class Trainer:
             self.accelerator.end_training()
         return TrainResult(model_dir, state.step, interrupted, first, last)
 
+    def _batches(self, state: ckpt.TrainState) -> Iterator[tuple[DataPosition, Batch]]:
+        """The run's batches from the saved position, tokenized ahead by loader workers."""
+        model = self._unwrapped()
+        lengths = {"query": model.max_length("query"), "document": model.max_length("document")}
+        prepare = BatchTokenizer(
+            model.tokenizer, lengths, functools.partial(text_groups, loss_fn=self.loss_fn)
+        )
+        return prepared_batches(
+            self.stream,
+            state.position,
+            self.config.epochs,
+            prepare,
+            num_workers=resolve_workers(self.config.data.num_workers),
+            prefetch=self.config.data.prefetch_batches,
+        )
+
     def _any_rank(self, flag: bool) -> bool:
         """True when ``flag`` is set on any rank (all ranks must stop at the same step)."""
         if self.accelerator.num_processes == 1:
@@ -235,7 +299,7 @@ class Trainer:
         return bool(self.accelerator.reduce(value, reduction="sum").item() > 0)
 
     def _autocast(self):
-        return self.accelerator.autocast() if self.config.mixed_precision != "no" else nullcontext()
+        return self.accelerator.autocast() if self.precision != "no" else nullcontext()
 
     def _backward(self, loss: torch.Tensor) -> None:
         if self._deepspeed:
@@ -252,7 +316,7 @@ class Trainer:
         # DeepSpeed averages gradients over ranks; our own reduction sums them.
         scale = (world if self._deepspeed else 1.0) / accumulation
         self.model.train()
-        losses, documents, queries = [], 0, 0
+        losses, documents, queries, tokens = [], 0, 0, 0
         for _ in range(accumulation):
             item = next(batches, None)
             if item is None:
@@ -263,16 +327,23 @@ class Trainer:
                 self.loss_fn,
                 batch,
                 scale=scale,
-                chunk_size=self.config.gradcache_chunk_size,
+                chunk_size=self.chunking,
                 autocast=self._autocast,
                 backward=self._backward,
             )
             losses.append(stats.loss)
             documents += stats.documents
             queries += stats.queries
+            tokens += stats.tokens
+            passes = 4 if stats.gradcache else 3  # no-grad pass + re-forward + backward
+            flops = encoder_flops(self.shape, stats.lengths, passes=passes)
+            self.meter.add(stats.tokens, flops, stats.padded_tokens)
             state.epoch, state.batch_index = position.epoch, position.batch_index
         self._apply_update()
         state.step += 1
+        speed = self.meter.report()
+        self.meter.reset()
+        memory = peak_memory_gib()
         return {
             "step": state.step,
             "epoch": state.epoch,
@@ -280,6 +351,9 @@ class Trainer:
             "lr": self.scheduler.get_last_lr()[0],
             "queries": queries,
             "documents_encoded": documents,
+            "tokens": tokens,
+            **speed,  # this process: tokens_per_s, tflops, mfu (None on CPU), padding
+            "peak_memory_gib": round(memory, 2) if memory is not None else None,
         }
 
     def _apply_update(self) -> None:
@@ -306,11 +380,7 @@ class Trainer:
             return
         log.write(record)
         if record["step"] % self.config.log_every == 0:
-            print(
-                f"step {record['step']}/{self.total_steps} loss {record['loss']:.4f} "
-                f"lr {record['lr']:.2e} docs {record['documents_encoded']}",
-                flush=True,
-            )
+            print(step_line(record, self.total_steps), flush=True)
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -353,6 +423,20 @@ class Trainer:
             train_config_yaml=config_yaml,
             manifest=manifest_path(Path(self.config.data.train_file)),
         )
+
+
+def step_line(record: dict[str, Any], total_steps: int) -> str:
+    """One printed line per logged step: loss, learning rate, throughput, MFU, memory."""
+    line = (
+        f"step {record['step']}/{total_steps} loss {record['loss']:.4f} "
+        f"lr {record['lr']:.2e} docs {record['documents_encoded']} "
+        f"tok/s {record['tokens_per_s']:,.0f} TFLOP/s {record['tflops']:.1f}"
+    )
+    if record.get("mfu") is not None:
+        line += f" MFU {100 * record['mfu']:.1f}%"
+    if record.get("peak_memory_gib") is not None:
+        line += f" mem {record['peak_memory_gib']:.1f} GiB"
+    return line
 
 
 def truncate_log(path: Path, step: int) -> None:

@@ -1,0 +1,340 @@
+"""Training efficiency at the paper's shape: tokens/s, analytic TFLOP/s, MFU, peak memory.
+
+Builds a random-init backbone from a config of the paper's shapes (``--shape xlmr-large``:
+bge-m3 class, 568M; ``bert-base``: gte-multilingual-base class; ``tiny`` for CPU smoke
+tests; tokenizer from the embedded MiniLM or ``--tokenizer``), writes synthetic dual-view
+training records (an ``orig`` and its ``dv`` share their 1 + ``--negatives`` documents, 2 of
+them instruction negatives that swap roles; document lengths ``--texts long`` (512+ tokens)
+or ``msmarco`` (MS MARCO passage lengths)), and runs the real trainer
+(:class:`dualview.train.trainer.Trainer`) on it, one variant per subprocess:
+
+- ``fixed32``: the settings of the shipped paper config before this benchmark existed
+  (GradCache 32 texts per chunk, batches tokenized in the training process);
+- ``ours``: the defaults (GradCache ``auto``: token-budget chunks of length-sorted texts,
+  tokenization in 2 loader workers, bf16 autocast, fused AdamW);
+- ``ours-compile``: ``ours`` with ``compile: true``;
+- ``st``: sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache, mini-batch
+  32) on the same batches, bf16 autocast, AdamW: it encodes every (query, document) column.
+
+The first ``--warmup`` steps are not timed. MFU counts real tokens only (padding is waste)
+with :func:`dualview.perf.encoder_flops` (4 forward-equivalents per GradCache step) against
+the device's dense bf16 peak (:data:`dualview.perf.PEAK_BF16_TFLOPS`; n/a on CPU).
+Losses of ``fixed32`` and ``ours`` are compared step by step (same seed, same batches).
+
+    python benchmarks/gpu_train.py                       # GPU: xlmr-large, batch 64, 30 negatives
+    python benchmarks/gpu_train.py --shape tiny --batch-size 4 --negatives 3 --steps 2  # CPU
+
+Writes ``benchmarks/results/gpu_train.json`` (or ``--out``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _gpu import build_backbone, make_texts, vocabulary_words
+from _machine import machine_end, machine_line, machine_start
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "gpu_train.json"
+VARIANTS = ("fixed32", "ours", "ours-compile", "st")
+
+
+def write_records(path: Path, args: argparse.Namespace) -> None:
+    """``--batch-size * (warmup + steps)`` records: orig/dv pairs sharing their documents."""
+    from dualview.data.jsonl import write_jsonl
+    from dualview.data.schema import Document, Record
+
+    words = vocabulary_words(args.tokenizer)
+    pairs = args.batch_size // 2 * (args.warmup + args.steps)
+    per = 1 + args.negatives
+    docs = make_texts(words, pairs * per, args.texts, seed=1)
+    queries = make_texts(words, pairs, "query", seed=2)
+    instructions = make_texts(words, 2 * pairs, "msmarco", seed=3)
+    records = []
+    for i in range(pairs):
+        own = [Document(id=f"d{i}-{j}", text=docs[i * per + j]) for j in range(per)]
+        positive, swapped, other = own[0], own[1:3], own[3:]
+        records.append(
+            Record(
+                id=f"q{i}",
+                view="orig",
+                query=queries[i],
+                instruction=instructions[2 * i],
+                positives=[positive],
+                instruction_negatives=swapped,
+                hard_negatives=other,
+            )
+        )
+        records.append(
+            Record(
+                id=f"q{i}-dv",
+                parent_id=f"q{i}",
+                view="dv",
+                query=queries[i],
+                instruction=instructions[2 * i + 1],
+                positives=[swapped[0]],
+                instruction_negatives=[positive, swapped[1]],
+                hard_negatives=other,
+            )
+        )
+    write_jsonl(path, records)
+
+
+def train_config(args: argparse.Namespace, variant: str, model_dir: Path, work: Path):
+    from dualview.train.config import TrainConfig
+
+    settings = {
+        "model": {
+            "name_or_path": str(model_dir),
+            "pooling": "cls",
+            "query_max_length": args.max_length,
+            "document_max_length": args.max_length,
+        },
+        "data": {"train_file": str(work / "train.jsonl"), "num_negatives": args.negatives},
+        "output_dir": str(work / variant),
+        "batch_size": args.batch_size,
+        "max_steps": args.warmup + args.steps,
+        "checkpoint_every": 10_000,
+        "optim": {"warmup_steps": 0, "schedule": "constant"},
+        "seed": 1,
+    }
+    if variant == "fixed32":
+        settings.update(gradcache_chunk_size=32)
+        settings["data"]["num_workers"] = 0
+    else:
+        settings.update(gradcache_chunk_size="auto", compile=variant == "ours-compile")
+    return TrainConfig.model_validate(settings)
+
+
+def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -> dict:
+    import torch
+
+    from dualview.train.trainer import LOG_FILE, Trainer
+
+    trainer = Trainer(train_config(args, variant, model_dir, work))
+    trainer.train()
+    replay = replay_difference(trainer)
+    log = [json.loads(line) for line in (work / variant / LOG_FILE).read_text().splitlines()]
+    timed = log[args.warmup :]
+    seconds = timed[-1]["elapsed_s"] - log[args.warmup - 1]["elapsed_s"]
+    tokens = sum(r["tokens"] for r in timed)
+    flops = sum(r["tflops"] * _step_seconds(log, i) for i, r in enumerate(log) if i >= args.warmup)
+    return {
+        "variant": variant,
+        "s_per_step": seconds / len(timed),
+        "documents_per_step": sum(r["documents_encoded"] for r in timed) / len(timed),
+        "tokens_per_s": tokens / seconds,
+        "tflops": flops / seconds,
+        "padding": sum(r["padding"] for r in timed) / len(timed),
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30
+        if torch.cuda.is_available()
+        else None,
+        "losses": [r["loss"] for r in log],
+        "chunking": repr(trainer.chunking),
+        "gradcache_replay_max_abs_diff": replay,
+    }
+
+
+def replay_difference(trainer) -> float:
+    """GradCache's premise: a re-forward under the same RNG state (dropout on) gives the
+    embeddings of the no-grad pass. Max |difference| over 8 long texts, under autocast."""
+    import torch
+
+    from dualview.train.step import _rng_state, _set_rng_state
+
+    model = trainer.model
+    model.train()
+    inputs = model.tokenize(["replay check " * 200] * 8, "document")
+    state = _rng_state()
+    with torch.no_grad(), trainer._autocast():
+        first = model.embed(inputs).float()
+    _set_rng_state(state)
+    with trainer._autocast():
+        second = model.embed(inputs).float()
+    return float((first - second.detach()).abs().max())
+
+
+def _step_seconds(log: list[dict], index: int) -> float:
+    previous = log[index - 1]["elapsed_s"] if index else 0.0
+    return log[index]["elapsed_s"] - previous
+
+
+def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
+    """sentence-transformers' CachedMNRL on our batches (every column encoded)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+    )
+
+    from dualview.data.record_index import IndexedRecords
+    from dualview.perf import ModelShape, encoder_flops
+    from dualview.retrieval.text import doc_text
+    from dualview.train.batching import BatchStream
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(1)
+    model = SentenceTransformer(str(model_dir), device=device)
+    model.max_seq_length = args.max_length
+    loss = CachedMultipleNegativesRankingLoss(model, scale=50.0, mini_batch_size=32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, fused=device == "cuda" or None)
+    stream = BatchStream(IndexedRecords(work / "train.jsonl"), args.batch_size, "together", 30)
+    shape = ModelShape.of(model[0].auto_model)
+    autocast = torch.autocast(device, torch.bfloat16, enabled=device == "cuda")
+    seconds = tokens = flops = 0.0
+    for number, (_, batch) in enumerate(stream.iterate(stream.start(), 1)):
+        start = time.perf_counter()
+        columns = [batch.query_texts]
+        columns += [
+            [doc_text(r.documents()[j]) for r in batch.records] for j in range(1 + args.negatives)
+        ]
+        features = [model.tokenize(texts) for texts in columns]
+        features = [
+            {k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features
+        ]
+        with autocast:
+            loss(features, None).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if number >= args.warmup:
+            seconds += time.perf_counter() - start
+            lengths = [int(n) for f in features for n in f["attention_mask"].sum(1)]
+            tokens += sum(lengths)
+            flops += encoder_flops(shape, lengths, passes=4)
+        if number + 1 == args.warmup + args.st_steps:
+            break
+    steps = args.st_steps
+    return {
+        "variant": "st",
+        "s_per_step": seconds / steps,
+        "documents_per_step": args.batch_size * (1 + args.negatives),
+        "tokens_per_s": tokens / seconds,
+        "tflops": flops / seconds / 1e12,
+        "padding": None,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+        "losses": None,
+        "chunking": "mini_batch_size 32",
+    }
+
+
+def worker(args: argparse.Namespace) -> None:
+    model_dir, work = Path(args.model_dir), Path(args.work)
+    result = (
+        run_st(args, model_dir, work)
+        if args.variant == "st"
+        else run_ours(args, args.variant, model_dir, work)
+    )
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def spawn(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -> dict:
+    cmd = [sys.executable, __file__, "--worker", variant, "--model-dir", str(model_dir)]
+    cmd += ["--work", str(work)]
+    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length"):
+        cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    cmd += ["--texts", args.texts, "--tokenizer", args.tokenizer]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    print(f"[{variant}] running", flush=True)
+    started = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", flush=True)
+        return {"variant": variant, "error": out.stderr.strip().splitlines()[-1:]}
+    result = json.loads(lines[-1][len("RESULT ") :])
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    extra = [x for x in out.stdout.splitlines() if x.startswith("gradcache")]
+    result["notes"] = extra
+    print(f"[{variant}] {result['s_per_step']:.3f} s/step ({result['wall_s']} s)", flush=True)
+    return result
+
+
+def compare_losses(a: list[float] | None, b: list[float] | None) -> dict | None:
+    if not a or not b:
+        return None
+    diffs = [abs(x - y) for x, y in zip(a, b, strict=False)]
+    return {"max_abs_diff": max(diffs), "mean_abs_diff": sum(diffs) / len(diffs), "a": a, "b": b}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--shape", default="xlmr-large", choices=["xlmr-large", "bert-base", "tiny"]
+    )
+    parser.add_argument("--tokenizer", default="embedded:minilm")
+    parser.add_argument("--texts", default="long", choices=["long", "msmarco"])
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--negatives", type=int, default=30)
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--st-steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--worker", choices=VARIANTS, dest="variant", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:
+        worker(args)
+        return
+    from dualview.perf import current_device_name, peak_tflops
+
+    info = machine_start()
+    peak = peak_tflops(current_device_name())
+    with tempfile.TemporaryDirectory(prefix="gpu-train-") as tmp:
+        work = Path(tmp)
+        model_dir = build_backbone(args.shape, args.tokenizer, work / "backbone")
+        write_records(work / "train.jsonl", args)
+        results = [spawn(args, v, model_dir, work) for v in args.variants.split(",")]
+    by_name = {r["variant"]: r for r in results if "error" not in r}
+    for r in by_name.values():
+        r["mfu"] = r["tflops"] / peak if peak else None
+    base = by_name.get("fixed32")
+    for r in by_name.values():
+        r["speedup_vs_fixed32"] = base["s_per_step"] / r["s_per_step"] if base else None
+    result = {
+        "benchmark": "gpu_train",
+        "machine": machine_end(info),
+        "peak_bf16_tflops": peak,
+        "settings": {k: str(v) for k, v in vars(args).items() if k not in ("variant",)},
+        "results": results,
+        "losses_fixed32_vs_ours": compare_losses(
+            (by_name.get("fixed32") or {}).get("losses"), (by_name.get("ours") or {}).get("losses")
+        ),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"{'variant':13} {'s/step':>7} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
+        f"{'pad':>5} {'mem GiB':>7} {'x fixed32':>9}"
+    )
+    for r in results:
+        if "error" in r:
+            print(f"{r['variant']:13} failed: {r['error']}")
+            continue
+        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
+        pad = f"{r['padding']:.2f}" if r["padding"] is not None else "-"
+        mem = f"{r['peak_memory_gib']:.1f}" if r["peak_memory_gib"] is not None else "-"
+        speed = f"{r['speedup_vs_fixed32']:.2f}" if r["speedup_vs_fixed32"] else "-"
+        print(
+            f"{r['variant']:13} {r['s_per_step']:7.3f} {r['documents_per_step']:5.0f} "
+            f"{r['tokens_per_s']:9.0f} {r['tflops']:8.1f} {mfu:>6} {pad:>5} {mem:>7} {speed:>9}"
+        )
+    losses = result["losses_fixed32_vs_ours"]
+    if losses:
+        print(f"loss fixed32 vs ours: max |diff| {losses['max_abs_diff']:.4f} per step")
+    print(machine_line(result["machine"]))
+
+
+if __name__ == "__main__":
+    main()

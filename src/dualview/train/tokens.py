@@ -1,0 +1,106 @@
+"""Token ids of a list of texts, kept unpadded, padded per chunk on demand.
+
+Training tokenizes each batch once (in a DataLoader worker, :mod:`dualview.train.loader`)
+and pads only when a chunk is encoded, so that:
+
+- the GradCache re-forward reads the same ids as the no-grad pass, without tokenizing twice;
+- chunks of length-sorted texts are padded to their own longest text, not the batch's.
+
+:class:`TokenizedTexts` stores the ids of ``n`` texts as one flat ``int32`` tensor plus
+lengths: cheap to send from a worker process (torch shares tensors through shared memory)
+and cheap to pad with one gather.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+#: Padded lengths are rounded up to a multiple of this (tensor-core friendly shapes).
+PAD_MULTIPLE = 8
+
+
+def padded_width(longest: int, max_length: int | None = None) -> int:
+    """``longest`` rounded up to :data:`PAD_MULTIPLE`, but never past ``max_length``."""
+    width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
+    if max_length is not None and width > max_length:
+        return max(longest, max_length)
+    return width
+
+
+@dataclass
+class TokenizedTexts:
+    """Unpadded token ids of ``len(lengths)`` texts, concatenated in ``ids``."""
+
+    ids: torch.Tensor  # int32 [sum(lengths)]
+    lengths: torch.Tensor  # int64 [n]
+
+    @classmethod
+    def from_lists(cls, sequences: Sequence[Sequence[int]]) -> TokenizedTexts:
+        lengths = torch.tensor([len(s) for s in sequences], dtype=torch.int64)
+        flat = [token for s in sequences for token in s]
+        return cls(torch.tensor(flat, dtype=torch.int32), lengths)
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        return torch.cumsum(self.lengths, 0) - self.lengths
+
+    def __len__(self) -> int:
+        return int(self.lengths.numel())
+
+    def pad(
+        self,
+        indices: Sequence[int] | torch.Tensor,
+        pad_id: int,
+        left: bool = False,
+        max_length: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """``input_ids`` and ``attention_mask`` [len(indices), L] of the chosen texts.
+
+        ``L`` is the longest chosen text rounded up to :data:`PAD_MULTIPLE`, but never past
+        ``max_length``. ``left`` pads on the left (decoders pooled on their last token).
+        """
+        index = torch.as_tensor(indices, dtype=torch.int64)
+        lengths = self.lengths[index]
+        width = padded_width(int(lengths.max()) if len(index) else 0, max_length)
+        positions = torch.arange(width, dtype=torch.int64)
+        shift = (width - lengths).unsqueeze(1) if left else torch.zeros_like(lengths).unsqueeze(1)
+        within = positions.unsqueeze(0) - shift
+        mask = (within >= 0) & (within < lengths.unsqueeze(1))
+        source = (self.offsets[index].unsqueeze(1) + within.clamp(min=0)).clamp(
+            max=max(int(self.ids.numel()) - 1, 0)
+        )
+        input_ids = self.ids.to(torch.int64)[source] if self.ids.numel() else source * 0
+        input_ids = input_ids.masked_fill(~mask, pad_id)
+        return {"input_ids": input_ids, "attention_mask": mask.to(torch.int64)}
+
+
+def plan_chunks(
+    lengths: Sequence[int] | torch.Tensor,
+    max_items: int | None = None,
+    max_tokens: int | None = None,
+) -> list[list[int]]:
+    """Split texts into chunks of similar length for encoding.
+
+    Texts are sorted by length (longest first) and packed greedily: a chunk takes the next
+    text while it holds at most ``max_items`` texts and ``items x longest <= max_tokens``
+    (its padded size). Every chunk holds at least one text. Returns index lists.
+    """
+    values = [int(v) for v in (lengths.tolist() if torch.is_tensor(lengths) else lengths)]
+    order = sorted(range(len(values)), key=lambda i: (-values[i], i))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        padded = padded_width(max(values[current[0]] if current else values[index], 1))
+        full = (max_items is not None and len(current) >= max_items) or (
+            max_tokens is not None and (len(current) + 1) * padded > max_tokens
+        )
+        if current and full:
+            chunks.append(current)
+            current = []
+        current.append(index)
+    if current:
+        chunks.append(current)
+    return chunks
