@@ -34,15 +34,15 @@ def model():
 
 
 def _count_encode_calls(encoder: Encoder) -> list[int]:
-    """Wrap model.encode to record how many texts each call received."""
+    """Wrap the encoder's model runs to record how many texts each one received."""
     calls: list[int] = []
-    original = encoder.model.encode
+    original = encoder._run
 
     def counting(texts, *args, **kwargs):
         calls.append(len(texts))
         return original(texts, *args, **kwargs)
 
-    encoder.model.encode = counting
+    encoder._run = counting
     return calls
 
 

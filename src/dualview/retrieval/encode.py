@@ -11,7 +11,13 @@ checkpoints, or ``embedded:minilm``) and turns lists of texts into ``float32`` a
   Chunks are committed as they finish, so an interrupted encoding resumes where it stopped.
 - **Fingerprint**: a hash of the model's module layout (pooling, normalization, max length),
   its prompts and every parameter tensor, so the same weights share one cache whatever path
-  they were loaded from, and a retrained checkpoint never reads stale vectors.
+  they were loaded from, and a retrained checkpoint never reads stale vectors; and the
+  precision unless fp32, so half-precision vectors are never served to an fp32 request.
+- **Fast path** (:mod:`dualview.retrieval.inference`): the model's own ``preprocess`` in
+  tokenizer worker processes overlapped with the forward passes, bf16 weights on CUDA by
+  default (``precision="fp32"`` forces full precision), several devices at once with
+  ``devices=[...]`` (:mod:`dualview.retrieval.devices`). :attr:`Encoder.stats` counts texts,
+  real and padded tokens and seconds.
 
 Example::
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +41,14 @@ import numpy as np
 from dualview.errors import DualviewError
 from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
+from dualview.retrieval.devices import balanced_shares, encode_on_devices
+from dualview.retrieval.inference import (
+    EncodeStats,
+    cast_model,
+    default_workers,
+    encode_sorted,
+    resolve_precision,
+)
 
 #: Texts encoded per cache commit; large enough to keep the model busy, small enough to resume.
 CHUNK_SIZE = 1024
@@ -134,13 +149,21 @@ class Encoder:
 
     Args:
         model: a path, a Hub name, ``embedded:minilm``, or an already loaded
-            ``SentenceTransformer``.
+            ``SentenceTransformer`` (never changed: when it must run in another precision,
+            the encoder runs a cast copy).
         batch_size: texts per forward pass.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` lets sentence-transformers pick.
         cache: read and write the on-disk embedding cache.
         normalize: L2-normalize the returned vectors. ``None`` (default) normalizes when the
             model scores with cosine similarity, so that a dot product equals its score.
         show_progress: draw a progress bar over chunks (still quiet off a terminal).
+        precision: ``"auto"`` (bf16 on CUDA, fp16 where bf16 is missing, fp32 on CPU),
+            ``"fp32"``, ``"fp16"`` or ``"bf16"``: the weights and activations of the forward
+            pass; the vectors are float32 either way. Part of :attr:`fingerprint`.
+        num_workers: tokenizer processes per device; ``None``: 0 on CPU, a few on CUDA
+            (:func:`dualview.retrieval.inference.default_workers`).
+        devices: two or more devices (``["cuda:0", "cuda:1"]``) to encode on at once, one
+            process each (:mod:`dualview.retrieval.devices`); excludes ``device``.
     """
 
     def __init__(
@@ -151,7 +174,12 @@ class Encoder:
         cache: bool = True,
         normalize: bool | None = None,
         show_progress: bool = True,
+        precision: str = "auto",
+        num_workers: int | None = None,
+        devices: Sequence[str] | None = None,
     ) -> None:
+        device, several = _split_devices(device, devices)
+        self._owns_model = isinstance(model, str)
         if isinstance(model, str):
             self.name = model
             self.model = load_sentence_transformer(model, device=device)
@@ -161,17 +189,33 @@ class Encoder:
         self.batch_size = batch_size
         self.use_cache = cache
         self.show_progress = show_progress
+        self.num_workers = num_workers
+        #: Where the encoding runs: the model's device, or the several ``devices``.
+        self.devices = several or [str(self.model.device)]
+        self.precision = resolve_precision(precision, self.devices[0])
+        self.stats = EncodeStats()
         similarity = getattr(self.model, "similarity_fn_name", None) or "cosine"
         self.normalize = similarity == "cosine" if normalize is None else normalize
 
     @cached_property
     def fingerprint(self) -> str:
-        """Content hash of the model (see :func:`model_fingerprint`); names the cache file."""
-        return model_fingerprint(self.model)
+        """Content hash of the model as loaded (see :func:`model_fingerprint`) and, unless it
+        is fp32, the precision it runs in; names the cache file."""
+        weights = model_fingerprint(self.model)
+        if self.precision == "fp32":  # as before precisions existed: older caches stay valid
+            return weights
+        return hashlib.sha256(f"{weights}:{self.precision}".encode()).hexdigest()[:24]
 
     @cached_property
     def cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.fingerprint)
+
+    @cached_property
+    def runner(self) -> Any:
+        """The model that runs on one device, in :attr:`precision` (for one device only)."""
+        if self._owns_model:
+            _ = self.fingerprint  # of the weights as loaded, before any cast
+        return cast_model(self.model, self.precision, in_place=self._owns_model)
 
     @property
     def dim(self) -> int:
@@ -205,7 +249,7 @@ class Encoder:
 
         ``prompt`` is literal text the model reads before each text (e.g. ``"query: "``);
         ``prompt_name`` picks one of the model's own prompts instead. Duplicate texts are
-        encoded once; cached texts are not encoded again.
+        encoded once; cached texts are not encoded again. :attr:`stats` adds up what ran.
         """
         prompt_text = self.resolve_prompt(prompt, prompt_name)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -230,27 +274,68 @@ class Encoder:
         self, todo: dict[str, str], prompt: str, description: str
     ) -> Iterator[tuple[list[str], np.ndarray]]:
         """Encode ``key -> text`` longest first, one chunk at a time, caching each chunk."""
+        if not todo:
+            return
         order = sorted(todo, key=lambda k: len(todo[k]), reverse=True)
-        chunks = [order[i : i + CHUNK_SIZE] for i in range(0, len(order), CHUNK_SIZE)]
-        steps = track(chunks, description) if self.show_progress and len(chunks) > 1 else chunks
-        for chunk in steps:
-            vectors = self.model.encode(
-                [todo[k] for k in chunk],
-                prompt=prompt or None,
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=False,
-                show_progress_bar=False,
-            ).astype(np.float32, copy=False)
-            if self.use_cache:
-                self.cache.put_many(chunk, vectors)
-            yield chunk, vectors
+        texts = [todo[k] for k in order]
+        started = time.perf_counter()
+        chunks = self._run(texts, prompt)
+        total = sum(-(-(b - a) // CHUNK_SIZE) for a, b in self._shares(texts))
+        steps = track(chunks, description, total) if self.show_progress and total > 1 else chunks
+        try:
+            for start, vectors, stats in steps:
+                chunk = order[start : start + len(vectors)]
+                if self.use_cache:
+                    self.cache.put_many(chunk, vectors)
+                self.stats.add(stats)
+                yield chunk, vectors
+        finally:
+            self.stats.seconds += time.perf_counter() - started
+
+    def _shares(self, texts: list[str]) -> list[tuple[int, int]]:
+        """The rows of the length-sorted ``texts`` each device encodes."""
+        if len(self.devices) == 1:
+            return [(0, len(texts))]
+        return balanced_shares([len(t) for t in texts], len(self.devices))
+
+    def _run(self, texts: list[str], prompt: str) -> Iterator[tuple[int, np.ndarray, EncodeStats]]:
+        """``(start, vectors, stats)`` per encoded chunk of the length-sorted ``texts``."""
+        if len(self.devices) > 1:
+            return encode_on_devices(
+                self.model,
+                texts,
+                prompt,
+                self.devices,
+                self.precision,
+                self.batch_size,
+                self.num_workers,
+                CHUNK_SIZE,
+            )
+        runner = self.runner
+        workers = self.num_workers
+        if workers is None:
+            workers = default_workers(str(runner.device))
+        return encode_sorted(runner, texts, prompt, self.batch_size, workers, CHUNK_SIZE)
 
     def close(self) -> None:
         """Close the cache file (the encoder can still encode; the cache reopens lazily)."""
         if "cache" in self.__dict__:
             self.cache.close()
             del self.__dict__["cache"]
+
+
+def _split_devices(
+    device: str | None, devices: Sequence[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """``(device to load the model on, the devices when there are several)``.
+
+    With several devices the model is loaded on the CPU, from where each process takes it.
+    """
+    if devices and device is not None:
+        raise DualviewError("give either device or devices, not both")
+    if not devices or len(devices) == 1:
+        return (devices[0] if devices else device), None
+    return "cpu", list(devices)
 
 
 __all__ = [
