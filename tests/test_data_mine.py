@@ -189,6 +189,17 @@ def test_cli_mine_bad_corpus_is_one_line(tmp_path):
     assert proc.returncode == 2 and "nope: corpus: does not exist" in proc.stderr
 
 
+def test_encoding_options_reach_the_encoder():
+    from dualview.data.mine import make_encoder
+
+    config = MineConfig(device="cpu", precision="bf16", num_workers=1)
+    enc = make_encoder(config)
+    assert (enc.precision, enc.num_workers, enc.devices) == ("bf16", 1, ["cpu"])
+    assert make_encoder(MineConfig(devices=["cpu", "cpu"])).devices == ["cpu", "cpu"]
+    with pytest.raises(ValueError, match="precision"):
+        MineConfig(precision="fp8")
+
+
 @pytest.mark.slow
 def test_full_msmarco_corpus_mining(msmarco_dir, tmp_path, encoder):
     records = list(itertools.islice(beir.read(msmarco_dir), 300))

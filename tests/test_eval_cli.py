@@ -70,3 +70,24 @@ def test_two_models_side_by_side_and_reuse(tmp_path: Path) -> None:
     )
     assert changed.values["embedded:minilm"]["beir"]["nDCG@10"] >= 0.0
     assert json.loads(path.read_text())["settings"]["query_prompt"] == "q: "
+
+
+def test_precision_reaches_the_encoder_and_the_results(tmp_path: Path) -> None:
+    """bf16 results carry their precision and a fingerprint of their own; fp32 is forced."""
+    specs = [f"beir={FIX / 'beir'}"]
+    half = evaluate(["embedded:minilm"], specs, tmp_path / "bf16", device="cpu", precision="bf16")
+    full = evaluate(["embedded:minilm"], specs, tmp_path / "fp32", device="cpu", precision="fp32")
+    models = [json.loads(s.files[0].read_text())["model"] for s in (half, full)]
+    assert [m["precision"] for m in models] == ["bf16", "fp32"]
+    assert models[0]["fingerprint"] != models[1]["fingerprint"]
+
+
+def test_help_documents_precision_and_devices() -> None:
+    from dualview.cli.options import split_devices
+
+    result = run_cli("eval", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0
+    assert "--precision" in result.stdout and "force full precision" in result.stdout
+    assert "--devices" in result.stdout
+    assert split_devices(" cuda:0, cuda:1 ") == ["cuda:0", "cuda:1"]
+    assert split_devices("") is None

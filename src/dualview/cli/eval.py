@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dualview.cli.options import Devices, Precision, split_devices
 from dualview.eval.benchmarks import BENCHMARKS
 from dualview.eval.run import EvalSettings, Summary, display_value, evaluate
 
@@ -63,6 +64,8 @@ def eval_command(
     doc_prompt: Annotated[str | None, typer.Option(help="Literal prompt before documents.")] = None,
     backend: Annotated[str, typer.Option(help="Search backend: auto, torch, faiss.")] = "auto",
     cache: Annotated[bool, typer.Option(help="Use the on-disk embedding cache.")] = True,
+    precision: Precision = "auto",
+    devices: Devices = None,
 ) -> None:
     """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out."""
     settings = EvalSettings(
@@ -73,6 +76,15 @@ def eval_command(
         backend=backend,
         batch_size=batch_size,
     )
-    summary = evaluate(models, benchmarks, out, settings=settings, device=device, cache=cache)
+    summary = evaluate(
+        models,
+        benchmarks,
+        out,
+        settings=settings,
+        device=device,
+        cache=cache,
+        precision=precision or "auto",
+        devices=split_devices(devices),
+    )
     print_summary(summary)
     console.print(f"results: {out}/ (summary.md, summary.json, one JSON per model and benchmark)")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualview.cli.options import Devices, Precision, split_devices
 from dualview.config import apply_overrides, read_yaml, validate_config
 from dualview.data.export import EXPORT_FORMATS, export
 from dualview.data.mix import PRESETS, MixConfig, build_mix, preset_config
@@ -76,6 +77,8 @@ def mine(
     ] = None,
     config: Annotated[Path | None, typer.Option(help="Mining YAML (MineConfig).")] = None,
     model: Annotated[str | None, typer.Option(help="sentence-transformers model.")] = None,
+    precision: Precision = None,
+    devices: Devices = None,
     sets: Overrides = None,
 ) -> None:
     """Mine hard negatives with false-negative protection; writes OUT and OUT.manifest.json."""
@@ -84,6 +87,10 @@ def mine(
     data = read_yaml(config) if config else {}
     if model:
         data["model"] = model
+    if precision:
+        data["precision"] = precision
+    if split_devices(devices):
+        data["devices"] = split_devices(devices)
     mine_config = validate_config(
         MineConfig, apply_overrides(data, sets or []), str(config or "mine options")
     )

@@ -16,3 +16,24 @@ Concurrency = Annotated[int | None, typer.Option(help="Units in flight.")]
 Overrides = Annotated[
     list[str] | None, typer.Option("--set", help="Config override key.path=value.")
 ]
+Precision = Annotated[
+    str | None,
+    typer.Option(
+        help="Encoding precision: auto (bf16 on CUDA, fp32 on CPU) | fp32 (force full "
+        "precision) | fp16 | bf16. Part of the model fingerprint: cached vectors never mix."
+    ),
+]
+Devices = Annotated[
+    str | None,
+    typer.Option(
+        help="Encode on several devices at once, one process each: cuda:0,cuda:1 "
+        "(instead of --device)."
+    ),
+]
+
+
+def split_devices(devices: str | None) -> list[str] | None:
+    """``"cuda:0,cuda:1"`` -> ``["cuda:0", "cuda:1"]``; ``None`` or empty -> ``None``."""
+    if devices is None:
+        return None
+    return [d.strip() for d in devices.split(",") if d.strip()] or None

@@ -66,6 +66,15 @@ class MineConfig(StrictModel):
     document_prompt: str | None = None
     batch_size: int = Field(64, ge=1)
     device: str | None = None
+    devices: list[str] | None = Field(
+        None, description="several devices at once, one process each (replaces device)"
+    )
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = Field(
+        "auto", description="encoding precision: auto = bf16 on CUDA, fp32 on CPU"
+    )
+    num_workers: int | None = Field(
+        None, ge=0, description="tokenizer processes per device (default: 0 on CPU, a few on CUDA)"
+    )
     backend: Literal["auto", "torch", "faiss"] = "auto"
     records_per_chunk: int = Field(2048, ge=1)
     select: NegativeConfig | None = None
@@ -264,7 +273,14 @@ class MineResult:
 def make_encoder(config: MineConfig) -> Any:
     from dualview.retrieval.encode import Encoder
 
-    return Encoder(config.model, batch_size=config.batch_size, device=config.device)
+    return Encoder(
+        config.model,
+        batch_size=config.batch_size,
+        device=config.device,
+        precision=config.precision,
+        num_workers=config.num_workers,
+        devices=config.devices,
+    )
 
 
 def mine_file(

@@ -153,6 +153,7 @@ def run_one(
             "fingerprint": encoder.fingerprint,
             "dim": encoder.dim,
             "max_seq_length": getattr(encoder.model, "max_seq_length", None),
+            "precision": encoder.precision,
         },
         "settings": settings_dict,
         "metrics": result.metrics,
@@ -174,17 +175,29 @@ def evaluate(
     settings: EvalSettings | None = None,
     device: str | None = None,
     cache: bool = True,
+    precision: str = "auto",
+    devices: list[str] | None = None,
 ) -> Summary:
     """Evaluate every model on every benchmark spec (``KIND[:SUBSETS][=PATH]``).
 
     Benchmarks are loaded (and validated) before any model runs, so a bad path fails fast.
+    ``precision`` and ``devices`` go to the :class:`Encoder` (``"fp32"`` forces full
+    precision; the precision is part of the model fingerprint, so results are only reused
+    for the same one).
     """
     settings = settings or EvalSettings()
     out_dir = Path(out_dir)
     loaded = [(spec, spec_label(spec), load_benchmark(spec)) for spec in benchmarks]
     summary = Summary(models=list(models), benchmarks=[label for _, label, _ in loaded])
     for model_name in models:
-        encoder = Encoder(model_name, batch_size=settings.batch_size, device=device, cache=cache)
+        encoder = Encoder(
+            model_name,
+            batch_size=settings.batch_size,
+            device=device,
+            cache=cache,
+            precision=precision,
+            devices=devices,
+        )
         for spec, label, bench in loaded:
             path = out_dir / model_slug(model_name) / f"{label}.json"
             payload = run_one(encoder, model_name, spec, bench, settings, path)
