@@ -8,8 +8,12 @@ the precision). :func:`encode_sorted` runs the same two steps the same way, over
   workers, pinned memory on CUDA, a few batches prefetched per worker) calls the model's own
   ``preprocess`` (the prompt, ``prompt_length`` for pooling, truncation at ``max_seq_length``:
   exactly what ``encode`` does), while the main process runs ``model(features)`` on earlier
-  batches. Processes, not threads: turning token lists into tensors is Python work under the
-  GIL, which threads would fight the forward pass for.
+  batches. Processes, not threads: a fast tokenizer is stateful (padding and truncation are
+  set on it per call), so threads would each need their own copy of the model's input
+  module; forked workers get theirs for free, share the weights' memory, and leave the GIL
+  (lists to tensors is Python work) to the forward pass. They fork before any progress bar
+  thread starts, with ``TOKENIZERS_PARALLELISM=false`` (the Rust pool does not survive a
+  fork), and a silent worker is an error after :data:`WORKER_TIMEOUT_S`.
 - **No sync per batch**: embeddings stay on the device until a chunk of batches is done, so
   the host queues batch ``k + 1`` while the device still runs batch ``k``.
 - **Precision**: :func:`cast_model` casts the weights (half-precision weights beat autocast
@@ -39,6 +43,8 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 MAX_AUTO_WORKERS = 8
 #: Batches each worker tokenizes ahead.
 PREFETCH = 4
+#: Seconds without a batch from the tokenizer workers before giving up.
+WORKER_TIMEOUT_S = 300
 
 
 @dataclass
@@ -173,10 +179,14 @@ def _quiet_tokenizer_fork() -> Iterator[None]:
 def tokenized_batches(
     batches: Sequence[list[str]], tokenize: Tokenize, workers: int, pin: bool
 ) -> Iterator[TokenizedBatch]:
-    """``tokenize(batch)`` for each batch in order, in ``workers`` forked processes (0: inline)."""
+    """``tokenize(batch)`` for each batch in order, in ``workers`` forked processes (0: inline).
+
+    The workers fork now, not at the first ``next``: a thread started later (a progress
+    bar's) cannot be caught holding a lock by the fork. A worker silent for
+    :data:`WORKER_TIMEOUT_S` is an error, not a stall.
+    """
     if workers <= 0:
-        yield from map(tokenize, batches)
-        return
+        return map(tokenize, batches)
     from torch.utils.data import DataLoader
 
     loader = DataLoader(
@@ -187,10 +197,10 @@ def tokenized_batches(
         pin_memory=pin,
         prefetch_factor=PREFETCH,
         multiprocessing_context="fork",
+        timeout=WORKER_TIMEOUT_S,
     )
     with _quiet_tokenizer_fork():
-        iterator = iter(loader)  # forks the workers
-    yield from iterator
+        return iter(loader)
 
 
 def _forward(model: Any, features: dict[str, Any]) -> Any:
@@ -246,20 +256,27 @@ def encode_sorted(
 ) -> Iterator[tuple[int, np.ndarray, EncodeStats]]:
     """Encode ``texts`` (already sorted by length) with ``model`` on its device, as it is.
 
-    Yields ``(start, vectors, stats)`` per chunk of ``chunk_size`` texts, in order: rows
-    ``start .. start + len(vectors)`` of ``texts``, float32, not normalized.
+    Returns an iterator of ``(start, vectors, stats)`` per chunk of ``chunk_size`` texts, in
+    order: rows ``start .. start + len(vectors)`` of ``texts``, float32, not normalized. The
+    tokenizer workers are already running when it returns.
     """
     model.eval()
     chunks = batch_spans(len(texts), batch_size, chunk_size)
     if not hasattr(model, "preprocess"):  # sentence-transformers < 6: its own encode loop
-        yield from _encode_with_st(model, texts, prompt, batch_size, chunks)
-        return
+        return _encode_with_st(model, texts, prompt, batch_size, chunks)
     spans = [span for chunk in chunks for span in chunk]
     workers = min(workers, len(spans) - 1)  # a single batch has nothing to overlap with
     pin = model.device.type == "cuda"
     batches = tokenized_batches(
         [list(texts[a:b]) for a, b in spans], Tokenize(model, prompt), workers, pin
     )
+    return _embed_chunks(model, chunks, batches)
+
+
+def _embed_chunks(
+    model: Any, chunks: list[list[tuple[int, int]]], batches: Iterator[TokenizedBatch]
+) -> Iterator[tuple[int, np.ndarray, EncodeStats]]:
+    """Run the model on the tokenized batches; one host copy per chunk."""
     for chunk in chunks:
         parts, stats = [], EncodeStats()
         for (start, stop), batch in zip(chunk, batches, strict=False):  # batches: all chunks'
