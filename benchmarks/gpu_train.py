@@ -227,6 +227,9 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
 
 
 def worker(args: argparse.Namespace) -> None:
+    import faulthandler
+
+    faulthandler.dump_traceback_later(args.stall_s, exit=True)  # a stalled run shows where
     model_dir, work = Path(args.model_dir), Path(args.work)
     result = (
         run_st(args, model_dir, work)
@@ -237,23 +240,30 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def spawn(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -> dict:
+    """Run one variant in a subprocess, echoing its output; a stall dumps its stacks."""
     cmd = [sys.executable, __file__, "--worker", variant, "--model-dir", str(model_dir)]
     cmd += ["--work", str(work)]
-    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length"):
+    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length", "stall_s"):
         cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     cmd += ["--texts", args.texts, "--tokenizer", args.tokenizer]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     print(f"[{variant}] running", flush=True)
     started = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", flush=True)
-        return {"variant": variant, "error": out.stderr.strip().splitlines()[-1:]}
-    result = json.loads(lines[-1][len("RESULT ") :])
+    lines: list[str] = []
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if line.startswith(("step ", "gradcache", "Traceback", "Thread", "  File")):
+                print(f"[{variant}] {line.rstrip()}", flush=True)
+    results = [x for x in lines if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not results:
+        print("\n".join(lines[-30:]), flush=True)
+        return {"variant": variant, "error": lines[-1:]}
+    result = json.loads(results[-1][len("RESULT ") :])
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    extra = [x for x in out.stdout.splitlines() if x.startswith("gradcache")]
-    result["notes"] = extra
+    result["notes"] = [x for x in lines if x.startswith("gradcache")]
     print(f"[{variant}] {result['s_per_step']:.3f} s/step ({result['wall_s']} s)", flush=True)
     return result
 
@@ -279,6 +289,7 @@ def main() -> None:
     parser.add_argument("--st-steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--stall-s", type=float, default=300.0, help="per-variant time limit")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--worker", choices=VARIANTS, dest="variant", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)

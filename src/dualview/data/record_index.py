@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -111,8 +112,8 @@ class RecordIndex:
         self._pool_size = pool_size
         self._pool_seen = 0
         self._rng = random.Random(seed)
-        self._handles: dict[int, BinaryIO] = {}
-        self._handles_pid = os.getpid()
+        self._handles: dict[tuple[int, int], dict[int, BinaryIO]] = {}
+        self._handles_lock = threading.Lock()
         for number, info in enumerate(self.sources):
             self._scan(number, info, on_record)
 
@@ -163,24 +164,31 @@ class RecordIndex:
     def load(self, entry: Entry) -> Record:
         """Read one record back from its file."""
         info = self.sources[entry.source]
-        if self._handles_pid != os.getpid():  # a forked worker must not share file offsets
-            self._handles = {}
-            self._handles_pid = os.getpid()
-        handle = self._handles.get(entry.source)
+        handles = self._thread_handles()
+        handle = handles.get(entry.source)
         if handle is None:
-            handle = self._handles[entry.source] = info.path.open("rb")
+            handle = handles[entry.source] = info.path.open("rb")
         handle.seek(entry.offset)
         raw = handle.readline()
         return parse_record(_decode(raw, info.path, entry.line), info.path, entry.line)
+
+    def _thread_handles(self) -> dict[int, BinaryIO]:
+        """This thread's open files: a seek in one thread (or a forked process) must not move
+        another's read position."""
+        key = (os.getpid(), threading.get_ident())
+        with self._handles_lock:
+            return self._handles.setdefault(key, {})
 
     def by_view(self, view: str) -> list[Entry]:
         """Entries of one view, in input order."""
         return [e for e in self.entries.values() if e.view == view]
 
     def close(self) -> None:
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        with self._handles_lock:
+            for handles in self._handles.values():
+                for handle in handles.values():
+                    handle.close()
+            self._handles.clear()
 
     def __enter__(self) -> RecordIndex:
         return self

@@ -38,7 +38,7 @@ class DataConfig(StrictModel):
     num_negatives: int = Field(30, ge=0)
     view_policy: ViewPolicy = "together"
     drop_last: bool = True
-    # Processes that read, build and tokenize batches ahead of the step ("auto": 2 when
+    # Threads that read, build and tokenize batches ahead of the step ("auto": 2 when
     # training on a GPU, 0 on CPU, where the step itself needs the cores).
     num_workers: int | Literal["auto"] = "auto"
     prefetch_batches: int = Field(2, gt=0)  # per worker

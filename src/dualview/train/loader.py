@@ -1,41 +1,38 @@
-"""Batches read, built and tokenized ahead of the training step, in DataLoader workers.
+"""Batches read, built and tokenized ahead of the training step, in background threads.
 
 Reading a batch's records from the offset index, de-duplicating its documents and tokenizing
 ~1,000 passages takes about a second of CPU per paper-scale step; done in the training loop,
-the GPU waits for it (twice, when GradCache re-tokenized for its second pass). Here worker
-processes do it ahead of time:
+the GPU waits for it (twice, when GradCache re-tokenized for its second pass). Here
+``num_workers`` threads do it ahead of time, each up to ``prefetch`` batches ahead:
 
-- worker ``w`` of ``W`` builds the batches whose index in the run is ``w`` modulo ``W``, and
-  the DataLoader hands them out round-robin, so the order is exactly the order of
+- worker ``w`` of ``W`` prepares the batches whose index in the run is ``w`` modulo ``W``,
+  and the consumer takes them round-robin, so the order is exactly the order of
   :meth:`BatchStream.iterate` (a resumed run replays the same batches);
 - each batch carries its token ids (:class:`~dualview.train.tokens.TokenizedTexts`) per text
-  group, so the step pads chunks and never tokenizes;
-- workers ignore SIGTERM: the main process receives it, checkpoints, and shuts them down.
+  group, so the step pads chunks and never tokenizes.
 
-``num_workers=0`` does the same work in the main process, batch by batch.
+Threads, not processes: the tokenizer's Rust core releases the GIL while it encodes, and the
+training thread mostly waits on the GPU. Forked DataLoader workers were tried first: started
+after CUDA initialisation, with the progress bar's thread alive, the run stalled on an H100
+(a fork of a multi-threaded process may inherit a held lock); spawned ones would re-import
+torch and pickle the record index in every worker.
+
+``num_workers=0`` does the same work in the training loop, batch by batch.
 """
 
 from __future__ import annotations
 
-import signal
+import copy
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.model import tokenize_texts
 
 #: Maps a batch to its text groups: name -> (texts, "query" | "document").
 GroupsOf = Callable[[Batch], dict[str, tuple[list[str], str]]]
-
-
-def _ignore_sigterm(_worker_id: int) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def _identity(item: Any) -> Any:
-    return item
 
 
 class BatchTokenizer:
@@ -46,6 +43,11 @@ class BatchTokenizer:
         self.max_lengths = max_lengths
         self.groups_of = groups_of
 
+    def copy(self) -> BatchTokenizer:
+        """The same preparation with its own tokenizer: a fast tokenizer changes its truncation
+        settings per call, so threads must not share one."""
+        return BatchTokenizer(copy.deepcopy(self.tokenizer), self.max_lengths, self.groups_of)
+
     def __call__(self, batch: Batch) -> Batch:
         batch.tokens = {
             name: tokenize_texts(self.tokenizer, texts, self.max_lengths[kind])
@@ -54,23 +56,45 @@ class BatchTokenizer:
         return batch
 
 
-class PreparedBatches(IterableDataset):
-    """The batches of ``stream`` from ``start``, built and tokenized; sharded over workers."""
+def _plans_of_worker(
+    stream: BatchStream, start: DataPosition, epochs: int, worker: int, workers: int
+) -> Iterator[tuple[DataPosition, list[int]]]:
+    for number, item in enumerate(stream.plans(start, epochs)):
+        if number % workers == worker:
+            yield item
 
-    def __init__(
-        self, stream: BatchStream, start: DataPosition, epochs: int, prepare: BatchTokenizer
-    ) -> None:
+
+_DONE = object()
+
+
+class _Worker(threading.Thread):
+    """Prepares every ``workers``-th batch into its own bounded queue."""
+
+    def __init__(self, items: Iterator, stream: BatchStream, prepare, prefetch: int) -> None:
+        super().__init__(daemon=True, name="dualview-batches")
+        self.items = items
         self.stream = stream
-        self.start = start
-        self.epochs = epochs
         self.prepare = prepare
+        self.out: queue.Queue = queue.Queue(maxsize=prefetch)
+        self.stopped = threading.Event()
 
-    def __iter__(self) -> Iterator[tuple[DataPosition, Batch]]:
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        for number, (following, indices) in enumerate(self.stream.plans(self.start, self.epochs)):
-            if number % workers == worker:
-                yield following, self.prepare(self.stream.build(indices))
+    def run(self) -> None:
+        try:
+            for following, indices in self.items:
+                if self.stopped.is_set():
+                    return
+                self._put((following, self.prepare(self.stream.build(indices))))
+            self._put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put(exc)
+
+    def _put(self, item: Any) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.out.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
 
 
 def prepared_batches(
@@ -82,23 +106,30 @@ def prepared_batches(
     prefetch: int = 2,
 ) -> Iterator[tuple[DataPosition, Batch]]:
     """``(position after the batch, tokenized batch)`` in run order, prepared ahead."""
-    dataset = PreparedBatches(stream, start, epochs, prepare)
     if num_workers == 0:
-        yield from dataset
+        for following, indices in stream.plans(start, epochs):
+            yield following, prepare(stream.build(indices))
         return
-    loader = DataLoader(
-        dataset,
-        batch_size=None,
-        num_workers=num_workers,
-        prefetch_factor=prefetch,
-        collate_fn=_identity,
-        worker_init_fn=_ignore_sigterm,
-        multiprocessing_context="fork" if "fork" in _start_methods() else None,
-    )
-    yield from loader
-
-
-def _start_methods() -> list[str]:
-    import multiprocessing
-
-    return multiprocessing.get_all_start_methods()
+    workers = [
+        _Worker(
+            _plans_of_worker(stream, start, epochs, w, num_workers),
+            stream,
+            prepare.copy(),
+            prefetch,
+        )
+        for w in range(num_workers)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        while True:
+            for worker in workers:
+                item = worker.out.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+    finally:
+        for worker in workers:
+            worker.stopped.set()
