@@ -30,6 +30,7 @@ def _config(tmp_path: Path) -> Path:
         "optim": {"lr": 1e-3, "warmup_steps": 2},
         "output_dir": str(tmp_path / "unset"),
         "batch_size": 4,
+        "gradcache_chunk_size": "auto",  # token-budget chunks of length-sorted texts
         "epochs": 4,
         "checkpoint_every": 2,
         "keep_checkpoints": 2,
@@ -41,7 +42,9 @@ def _config(tmp_path: Path) -> Path:
 
 def _cmd(config: Path, out: Path, *extra: str) -> list[str]:
     cli = [sys.executable, "-c", "from dualview.cli import main; main()"]
-    return [*cli, "train", str(config), "--set", f"output_dir={out}", *extra]
+    # the interrupted runs prepare batches in 2 threads; the straight run in the loop
+    workers = ["--set", "data.num_workers=2"]
+    return [*cli, "train", str(config), "--set", f"output_dir={out}", *workers, *extra]
 
 
 def _env() -> dict[str, str]:
@@ -68,7 +71,7 @@ def _run_until(cmd: list[str], marker: Path, sig: int) -> int:
 def test_killed_and_terminated_run_resumes_to_identical_weights(tmp_path: Path) -> None:
     config = _config(tmp_path)
     straight, broken = tmp_path / "straight", tmp_path / "broken"
-    train(load_config(TrainConfig, config, [f"output_dir={straight}"]))
+    train(load_config(TrainConfig, config, [f"output_dir={straight}", "data.num_workers=0"]))
 
     ckpts = broken / "checkpoints"
     code = _run_until(_cmd(config, broken), ckpts / "step-00000004", signal.SIGKILL)

@@ -15,7 +15,12 @@ from dualview.train.batching import build_batch
 from dualview.train.config import ModelConfig
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.model import BiEncoder
-from dualview.train.step import all_reduce_gradients, contrastive_step, shard_bounds
+from dualview.train.step import (
+    Chunking,
+    all_reduce_gradients,
+    contrastive_step,
+    shard_bounds,
+)
 from tests.train_tiny import make_tiny_encoder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
@@ -43,7 +48,7 @@ def _batch():
     return build_batch(list(iter_records(FIXTURE))[:4], 30, "{query} {instruction}")
 
 
-def _run(model: BiEncoder, loss_name: str, chunk: int | None) -> tuple[float, dict]:
+def _run(model: BiEncoder, loss_name: str, chunk: int | Chunking | None) -> tuple[float, dict]:
     model.zero_grad(set_to_none=True)
     stats = contrastive_step(model, LOSSES[loss_name](), _batch(), chunk_size=chunk)
     all_reduce_gradients(model)
@@ -73,6 +78,18 @@ def test_gradcache_equals_plain(tiny: Path, loss_name: str) -> None:
     assert plain[0] > 0
     _assert_same(_run(model, loss_name, 2), plain)
     _assert_same(_run(model, loss_name, 5), plain)
+    _assert_same(_run(model, loss_name, Chunking(max_tokens=200)), plain)  # token budget
+
+
+def test_step_reports_real_and_padded_tokens(tiny: Path) -> None:
+    model = _model(tiny)
+    batch = _batch()
+    stats = contrastive_step(model, LOSSES["infonce"](), batch, chunk_size=Chunking(max_tokens=200))
+    docs = model.tokenize_ids(batch.doc_texts, "document").lengths.tolist()
+    queries = model.tokenize_ids(batch.query_texts, "query").lengths.tolist()
+    assert sorted(stats.lengths) == sorted(docs + queries)
+    assert stats.tokens <= stats.padded_tokens < 2 * stats.tokens + 8 * 64
+    assert stats.gradcache
 
 
 CASES = [("infonce", None), ("inf_multi_P_I_IQ", 2)]
