@@ -114,8 +114,7 @@ def train_config(args: argparse.Namespace, variant: str, model_dir: Path, work: 
 
 
 def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -> dict:
-    import torch
-
+    from dualview.perf import peak_memory_gib
     from dualview.train.trainer import LOG_FILE, Trainer
 
     trainer = Trainer(train_config(args, variant, model_dir, work))
@@ -133,9 +132,7 @@ def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path
         "tokens_per_s": tokens / seconds,
         "tflops": flops / seconds,
         "padding": sum(r["padding"] for r in timed) / len(timed),
-        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30
-        if torch.cuda.is_available()
-        else None,
+        "peak_memory_gib": peak_memory_gib(),
         "losses": [r["loss"] for r in log],
         "chunking": repr(trainer.chunking),
         "gradcache_replay_max_abs_diff": replay,
@@ -175,7 +172,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
     )
 
     from dualview.data.record_index import IndexedRecords
-    from dualview.perf import ModelShape, encoder_flops
+    from dualview.perf import ModelShape, encoder_flops, peak_memory_gib
     from dualview.retrieval.text import doc_text
     from dualview.train.batching import BatchStream
 
@@ -220,7 +217,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
         "tokens_per_s": tokens / seconds,
         "tflops": flops / seconds / 1e12,
         "padding": None,
-        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+        "peak_memory_gib": peak_memory_gib(),
         "losses": None,
         "chunking": "mini_batch_size 32",
     }

@@ -59,6 +59,13 @@ def peak_tflops(device_name: str | None) -> float | None:
     return None
 
 
+def cuda_half_precision() -> str:
+    """The half precision to use on the current CUDA device: ``bf16``, else ``fp16``."""
+    import torch
+
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
 def current_device_name() -> str | None:
     """Name of the current CUDA device, or ``None`` without one."""
     import torch

@@ -86,9 +86,9 @@ def resolve_precision(precision: str, device: str) -> str:
         return precision
     if not device.startswith("cuda"):
         return "fp32"
-    import torch
+    from dualview.perf import cuda_half_precision
 
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return cuda_half_precision()
 
 
 def torch_dtype(precision: str) -> Any:

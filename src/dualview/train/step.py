@@ -172,7 +172,7 @@ def _encode_share(
             states.append(_rng_state())
         with torch.set_grad_enabled(grad):
             parts.append(_encode_chunk(model, share, chunk))
-    rows = torch.tensor([i - share.lo for c in share.chunks for i in c], device=device)
+    rows = torch.cat([_chunk_rows(share, chunk, device) for chunk in share.chunks])
     return out.index_copy(0, rows, torch.cat(parts))
 
 

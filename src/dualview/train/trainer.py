@@ -38,6 +38,7 @@ from dualview.errors import ConfigError, DataError
 from dualview.perf import (
     ModelShape,
     ThroughputMeter,
+    cuda_half_precision,
     current_device_name,
     encoder_flops,
     peak_memory_gib,
@@ -82,9 +83,7 @@ def resolve_precision(requested: str) -> str:
     """``auto`` -> ``bf16`` on a GPU that supports it (else ``fp16``), ``no`` on CPU."""
     if requested != "auto":
         return requested
-    if not torch.cuda.is_available():
-        return "no"
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return cuda_half_precision() if torch.cuda.is_available() else "no"
 
 
 def resolve_workers(requested: int | str) -> int:
