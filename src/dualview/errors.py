@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import sys
 from pathlib import Path
 
 
@@ -34,3 +36,38 @@ class Interrupted(DualviewError):
     """A long job stopped on request (SIGTERM) after saving its state; rerun to resume."""
 
     exit_code = 143
+
+
+# What an OS error means to someone who named the path (strerror is too terse for some).
+_OS_REASONS = {
+    errno.ENOENT: "does not exist",
+    errno.EISDIR: "is a directory (a file expected)",
+    errno.ENOTDIR: "a parent of this path is not a directory",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ELOOP: "symlink loop (too many levels of symbolic links)",
+    errno.ENOSPC: "no space left on the device",
+    errno.EIO: "input/output error",
+}
+
+
+def input_error(path: str | Path, exc: OSError) -> DataError:
+    """An :class:`OSError` about ``path`` as a one-line :class:`DataError` (``PATH: file: ...``)."""
+    reason = _OS_REASONS.get(exc.errno or -1) or exc.strerror or type(exc).__name__
+    return DataError(path, None, "file", reason)
+
+
+def write_error(path: str | Path, exc: OSError) -> DataError:
+    """A failed write (disk full, I/O error) of ``path``: the previous file is left as it was."""
+    reason = _OS_REASONS.get(exc.errno or -1) or exc.strerror or type(exc).__name__
+    return DataError(path, None, "write", f"{reason}; the previous file is unchanged")
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Print ``message`` on stderr the first time it is seen in this process."""
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr, flush=True)

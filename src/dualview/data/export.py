@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dualview.data.formats import parquet, st
-from dualview.data.jsonl import iter_records
+from dualview.data.jsonl import atomic_copy, iter_records
 from dualview.data.manifest import manifest_path
 from dualview.errors import DualviewError
 
@@ -115,7 +115,7 @@ def _write_table(source: Path, out: Path, to: str, negatives: int | None) -> Exp
 def _copy_manifest(source: Path, target: Path) -> None:
     manifest = manifest_path(source)
     if manifest.exists():
-        shutil.copyfile(manifest, target)
+        atomic_copy(manifest, target)
 
 
 def iter_exported(path: str | Path) -> Iterator[dict]:

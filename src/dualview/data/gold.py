@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dualview.data.gold_card import compute_counts, update_card
 from dualview.data.jsonl import (
+    atomic_write_text,
     iter_json_lines,
     iter_records,
     validation_error_to_data_error,
@@ -396,6 +397,6 @@ def build(
         write_jsonl(paths[split], records)
     counts = compute_counts(by_split)
     counts_path = gold_dir / "counts.json"
-    counts_path.write_text(json.dumps(counts, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(counts_path, json.dumps(counts, indent=2) + "\n")
     update_card(gold_dir / "CARD.md", counts)
     return BuildResult({**paths, "counts": counts_path, "card": gold_dir / "CARD.md"}, counts)

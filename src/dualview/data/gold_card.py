@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dualview.data.jsonl import atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import DataError
 
@@ -81,7 +82,7 @@ def update_card(card_path: Path, counts: dict[str, Any]) -> None:
     if start < 0 or end < start:
         raise DataError(card_path, None, "card", f"missing the markers {CARD_START} / {CARD_END}")
     head, tail = text[: start + len(CARD_START)], text[end:]
-    card_path.write_text(f"{head}\n{render_counts(counts)}\n{tail}", encoding="utf-8")
+    atomic_write_text(card_path, f"{head}\n{render_counts(counts)}\n{tail}")
 
 
 def card_counts_block(card_path: Path) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from dualview.data.jsonl import atomic_write_json
 from dualview.errors import DataError
 
 SUFFIX = ".manifest.json"
@@ -46,9 +46,7 @@ def source_entry(path: str | Path, sha256: str | None = None) -> dict[str, Any]:
 def write_manifest(training_file: str | Path, data: dict[str, Any]) -> Path:
     """Write ``data`` to the manifest of ``training_file`` atomically; returns its path."""
     target = manifest_path(training_file)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_json(target, data)
     return target
 
 

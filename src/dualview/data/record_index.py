@@ -9,7 +9,6 @@ hashes each file, and keeps per record only what selection needs (id, view, link
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import threading
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, overload
 
-from dualview.data.jsonl import parse_record
+from dualview.data.jsonl import decode_line, iter_binary_lines, parse_record
 from dualview.data.negatives import KnownPositives
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
@@ -57,31 +56,19 @@ class SourceInfo:
         }
 
 
-def _decode(raw: bytes, path: Path, line: int) -> dict[str, Any]:
-    try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        raise DataError(path, line, "json", f"invalid JSON ({reason})") from None
-    if not isinstance(obj, dict):
-        raise DataError(path, line, "json", "expected a JSON object per line")
-    return obj
-
-
 def _iter_lines(path: Path, info: SourceInfo) -> Iterator[tuple[int, int, bytes]]:
     """``(line_number, byte_offset, raw_line)`` of non-blank lines; fills ``info`` hash/size."""
-    if not path.exists():
-        raise DataError(path, None, "file", "does not exist")
     digest = hashlib.sha256()
-    offset = 0
-    with path.open("rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            digest.update(raw)
-            if raw.strip():
-                yield line_number, offset, raw
-            offset += len(raw)
+    size = 0
+
+    def account(raw: bytes) -> None:
+        nonlocal size
+        digest.update(raw)
+        size += len(raw)
+
+    yield from iter_binary_lines(path, on_bytes=account)
     info.sha256 = digest.hexdigest()
-    info.bytes = offset
+    info.bytes = size
 
 
 class RecordIndex:
@@ -121,7 +108,7 @@ class RecordIndex:
         self, number: int, info: SourceInfo, on_record: Callable[[Record], None] | None
     ) -> None:
         for line, offset, raw in _iter_lines(info.path, info):
-            record = parse_record(_decode(raw, info.path, line), info.path, line)
+            record = parse_record(decode_line(raw, info.path, line), info.path, line)
             if record.id in self.entries:
                 first = self.entries[record.id]
                 raise DataError(
@@ -170,7 +157,7 @@ class RecordIndex:
             handle = handles[entry.source] = info.path.open("rb")
         handle.seek(entry.offset)
         raw = handle.readline()
-        return parse_record(_decode(raw, info.path, entry.line), info.path, entry.line)
+        return parse_record(decode_line(raw, info.path, entry.line), info.path, entry.line)
 
     def _thread_handles(self) -> dict[int, BinaryIO]:
         """This thread's open files: a seek in one thread (or a forked process) must not move

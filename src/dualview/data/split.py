@@ -8,11 +8,10 @@ queries in qrels order, or a seeded shuffle when ``seed`` is given.
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 
 from dualview.data.formats.beir import load_qrels, load_queries
-from dualview.data.jsonl import write_jsonl
+from dualview.data.jsonl import atomic_copy, atomic_write_text, write_jsonl
 from dualview.errors import DualviewError
 
 
@@ -20,12 +19,12 @@ def _write_half(
     src: Path, out: Path, qids: list[str], queries: dict[str, str], qrels, split: str
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src / "corpus.jsonl", out / "corpus.jsonl")
+    atomic_copy(src / "corpus.jsonl", out / "corpus.jsonl")
     write_jsonl(out / "queries.jsonl", ({"_id": q, "text": queries[q]} for q in qids))
     (out / "qrels").mkdir(exist_ok=True)
     lines = ["query-id\tcorpus-id\tscore"]
     lines += [f"{q}\t{d}\t{s}" for q in qids for d, s in qrels[q].items()]
-    (out / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    atomic_write_text(out / "qrels" / f"{split}.tsv", "\n".join(lines) + "\n")
 
 
 def split_beir(

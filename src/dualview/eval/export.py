@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from dualview.data.jsonl import write_jsonl
+from dualview.data.jsonl import atomic_write_text, write_jsonl
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
 
@@ -58,9 +58,7 @@ def _write_corpus(corpus: dict[str, Document], path: Path) -> None:
 def _write_qrels(path: Path, rows: list[tuple[str, str, int]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t{s}" for q, d, s in rows)]
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def export_followir(records: Iterable[Record], out_dir: str | Path) -> int:

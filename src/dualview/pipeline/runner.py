@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from dualview.lock import folder_lock
 from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.stages import Pipeline, PlannedStage, read_done
@@ -68,4 +69,5 @@ def run_experiment(
             word = "resuming" if status == "partial" else "running"
             console.rule(f"{word} {item.stage.name}: {item.stage.description}")
 
-    return pipeline.run(on_stage)
+    with folder_lock(pipeline.run_dir):  # one writer per run folder
+        return pipeline.run(on_stage)

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from dualview.data.jsonl import atomic_path
 from dualview.report.table import ConfigResult, ordered_columns
 
 # tab10, matplotlib's default cycle
@@ -75,7 +76,8 @@ def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
     over = f"; mean ± sd over {runs} runs" if runs > 1 else ""
     fig.suptitle(f"Metrics per configuration (higher is better{over})")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path
 
@@ -101,7 +103,8 @@ def pmrr_distributions(rows: list[ConfigResult], path: Path) -> Path | None:
     for ax in list(axes.flat)[len(benchmarks) :]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path
 
@@ -132,6 +135,7 @@ def loss_curves(rows: list[ConfigResult], path: Path, smooth: int = 10) -> Path 
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path

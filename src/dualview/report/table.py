@@ -35,6 +35,10 @@ class ConfigResult:
     # Over several runs (seeds): sample standard deviation per metric, and the run count.
     spread: dict[str, float] = field(default_factory=dict)
     runs: int = 1
+    # Per column with per-query values: query id -> its value in each run (significance).
+    query_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # Paired benchmarks' data files by benchmark label (error analysis reads the texts).
+    sources: dict[str, list[str]] = field(default_factory=dict)
 
 
 def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
@@ -53,6 +57,14 @@ def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
             out.spread[column] = statistics.stdev(values) if len(values) > 1 else 0.0
         for key in dict.fromkeys(k for r in rows for k in r.per_query):
             out.per_query[key] = [v for r in rows for v in r.per_query.get(key, [])]
+        for r in rows:
+            for column, values in r.query_values.items():
+                pooled = out.query_values.setdefault(column, {})
+                for qid, vals in values.items():
+                    pooled.setdefault(qid, []).extend(vals)
+            for label, files in r.sources.items():  # runs may use different sets (folds)
+                known = out.sources.setdefault(label, [])
+                known += [f for f in files if f not in known]
         steps: dict[int, list[float]] = {}
         for r in rows:
             for step, loss in r.loss_curve:
@@ -111,7 +123,7 @@ def to_markdown(rows: list[ConfigResult], title: str | None = None) -> str:
     lines = [f"### {title}", ""] if title else []
     runs = max((row.runs for row in rows), default=1)
     if runs > 1:
-        lines += [f"Mean ± sample standard deviation over {runs} runs (seeds).", ""]
+        lines += [f"Mean ± sample standard deviation over {runs} runs (seeds or folds).", ""]
     lines.append("| configuration | " + " | ".join(columns) + " |")
     lines.append("|---|" + "---:|" * len(columns))
     for row in rows:

@@ -37,13 +37,12 @@ from pydantic import Field
 from dualview.config import StrictModel
 from dualview.data.gold import GOLD_DIR, load_gold, split_path
 from dualview.data.gold_check import char_ratio
-from dualview.data.jsonl import iter_json_lines, iter_records, write_jsonl
+from dualview.data.jsonl import atomic_write_text, iter_json_lines, iter_records, write_jsonl
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
-from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
-from dualview.synth.runner import Runner, RunnerConfig, side_path
+from dualview.synth.runner import RunnerConfig, make_runner, side_path
 from dualview.synth.task import LLM, Outcome, Task, one_per_record, truncate
 from dualview.synth.verify import VerifyConfig, VerifyTask
 
@@ -309,6 +308,8 @@ class SynthBench:
         self.out = Path(out)
         gold_dir = config.gold_dir or GOLD_DIR
         self.pool = gold_pairs(load_gold(config.split, gold_dir), str(gold_dir))
+        if not self.pool:
+            raise DataError(split_path(config.split, gold_dir), None, "file", "no gold instances")
         self.gold_sha256 = hashlib.sha256(split_path(config.split, gold_dir).read_bytes())
         self.pairs = select_pairs(self.pool, config.limit)
         # orig id -> the gold reversed instruction, of the selected instances
@@ -319,7 +320,7 @@ class SynthBench:
         self, task: Task, backend: BackendConfig, params: SamplingParams, source: Path, out: Path
     ) -> dict[str, Any]:
         out.parent.mkdir(parents=True, exist_ok=True)
-        runner = Runner(task, build_backend(backend), params, self.config.runner)
+        runner = make_runner(task, backend, params, self.config.runner)
         return runner.run(lambda: task.units(iter_records(source)), out, input_label=str(source))
 
     def write_inputs(self) -> dict[str, Path]:
@@ -410,8 +411,8 @@ class SynthBench:
         for shots in self.config.shots:
             report["shots"][str(shots)] = self.run_shots(shots, inputs)
         report["judge"] = self.run_judge(inputs)
-        (self.out / "bench.json").write_text(json.dumps(report, indent=2) + "\n", "utf-8")
-        (self.out / "bench.md").write_text(markdown_table(report), "utf-8")
+        atomic_write_text(self.out / "bench.json", json.dumps(report, indent=2) + "\n")
+        atomic_write_text(self.out / "bench.md", markdown_table(report))
         return report
 
 

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from dualview.data.jsonl import AppendJsonlWriter
 from dualview.data.schema import Record
+from dualview.errors import warn_once
 from dualview.synth.task import Outcome
 
 
@@ -44,16 +45,22 @@ class ResultCache:
 
     def _scan(self) -> None:
         offset = 0
+        damaged = 0
         with self.path.open("rb") as handle:
             for line in handle:
                 try:
                     entry = json.loads(line)
-                    key, status = entry["key"], entry["outcome"]["status"]
-                except (ValueError, KeyError, TypeError):
+                    key, status = entry["key"], Outcome.from_json(entry["outcome"]).status
+                    if not isinstance(key, str):
+                        raise TypeError("key")
+                except (ValueError, KeyError, TypeError, AttributeError):
                     key = None  # an unreadable line is ignored: its unit is simply redone
+                    damaged += 1
                 if key is not None and key not in self.index:
                     self.index[key] = (offset, status)
                 offset += len(line)
+        if damaged:
+            warn_once(f"warning: {self.path}: {damaged} damaged line(s) ignored; redoing them")
 
     def __contains__(self, key: str) -> bool:
         return key in self.index

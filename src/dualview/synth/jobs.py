@@ -10,6 +10,7 @@ task: {n_star: random, seed: 13}        # the task's own settings
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,10 @@ from pydantic import create_model
 from dualview.config import StrictModel, apply_overrides, load_config, validate_config
 from dualview.data import formats
 from dualview.errors import ConfigError
-from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.poison import PoisonConfig, PoisonTask
 from dualview.synth.reverse import ReverseConfig, ReverseTask
-from dualview.synth.runner import Runner, RunnerConfig
+from dualview.synth.runner import RunnerConfig, make_runner
 from dualview.synth.seed import SeedConfig, SeedTask
 from dualview.synth.task import Task
 from dualview.synth.verify import VerifyConfig, VerifyTask
@@ -70,9 +70,9 @@ def run_job(
     input_format: str = "dualview",
 ) -> dict[str, Any]:
     """Run ``task_name`` over ``source`` into ``out``; returns the stats."""
-    if Path(out).resolve() == Path(source).resolve():
+    if os.path.realpath(out) == os.path.realpath(source):  # never raises on a symlink loop
         raise ConfigError(f"{out}: the output must not overwrite the input")
     task = build_task(task_name, job)
     reader = formats.get_reader(input_format)
-    runner = Runner(task, build_backend(job.backend), job.sampling, job.runner)
+    runner = make_runner(task, job.backend, job.sampling, job.runner)
     return runner.run(lambda: task.units(reader(source)), out, input_label=str(source))

@@ -9,13 +9,12 @@ of records its stats say.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_json_lines
-from dualview.errors import DualviewError
+from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_json_lines, read_json_file
+from dualview.errors import DataError, DualviewError
 from dualview.synth.runner import side_path, write_json
 
 
@@ -23,7 +22,14 @@ def _load_stats(path: Path) -> dict[str, Any]:
     stats_path = side_path(path, "stats.json")
     if not stats_path.is_file():
         raise DualviewError(f"{path}: no {stats_path.name}: this shard has not finished a run")
-    return json.loads(stats_path.read_text(encoding="utf-8"))
+    stats = read_json_file(stats_path)
+    missing = [k for k in SHARD_KEYS if not isinstance(stats, dict) or k not in stats]
+    if missing:
+        raise DataError(stats_path, None, missing[0], "missing: not the stats of a synth run")
+    return stats
+
+
+SHARD_KEYS = ("job_fingerprint", "input_digest", "shard", "complete", "records_out", "outcomes")
 
 
 def check_shards(outputs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:

@@ -21,6 +21,16 @@ _ANY_TAG = re.compile(r"</?\s*[A-Za-z_][\w-]*\s*>")
 _SPACE = re.compile(r"\s+")
 _EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}"
 _NOT_WORD = re.compile(r"[\W_]+")
+# Longer answers are rejected unread: no task asks for more than a few passages.
+MAX_ANSWER_CHARS = 20_000
+# Text that talks to the model or the judge instead of being data: a prompt injection.
+_INJECTION = re.compile(
+    r"\b(ignore|disregard|forget)\s+(all\s+|any\s+|the\s+|your\s+|these\s+|those\s+)?"
+    r"(previous\s+|prior\s+|above\s+|earlier\s+)?(rules|instructions|prompt|guidelines)\b"
+    r"|\b(answer|pick|choose|select)\s+(passage\s+)?\[\s*\d+\s*\]"
+    r"|\b(system prompt|as an ai( language model)?)\b",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -79,13 +89,46 @@ def has_markup(text: str) -> bool:
     return bool(_ANY_TAG.search(text)) or ("<" in text and ">" in text)
 
 
+def screen(text: str) -> Parsed[str]:
+    """Reject what no parser should read: an oversized answer, or text that was not valid
+    UTF-8 (decoded with replacement characters, see :func:`clean_text`)."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return reject("too_long", f"{len(text)} characters, more than {MAX_ANSWER_CHARS}")
+    if "\ufffd" in text:
+        return reject("invalid_text", "the answer is not valid UTF-8")
+    return accept(text)
+
+
+def clean_text(text: str) -> str:
+    """``text`` safe to store as UTF-8: lone surrogates (an invalid escape in a JSON reply)
+    become U+FFFD, which :func:`screen` then rejects."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def injection(text: str) -> bool:
+    """True when ``text`` addresses the model or judge ("ignore the rules and answer [1]")."""
+    return bool(_INJECTION.search(text))
+
+
 def the_answer(text: str) -> Parsed[str]:
-    """Content of the single ``<answer>`` block; repeats must agree, else the answer is rejected."""
+    """Content of the single ``<answer>`` block; repeats must agree, else the answer is rejected.
+
+    Screened first (:func:`screen`); an answer whose content is a prompt injection is rejected.
+    """
+    screened = screen(text)
+    if not screened.ok:
+        return screened
     found = blocks(text, "answer")
     if not found:
         return reject("no_answer", "no <answer>…</answer> block")
     if len({normalize(block) for block in found}) > 1:
         return reject("multiple_answers", f"{len(found)} different <answer> blocks")
+    if injection(found[0]):
+        return reject("injection", "the answer addresses the model or the judge")
     return accept(found[0].strip())
 
 

@@ -28,7 +28,7 @@ class StubReply:
 
     text: str = ""
     status: int = 200
-    body: str | None = None  # raw response body instead of a completion object
+    body: str | bytes | None = None  # raw response body instead of a completion object
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
 
@@ -155,7 +155,7 @@ class StubServer:
             )
         else:
             payload = json.dumps({"error": {"message": f"stub error {reply.status}"}})
-        data = payload.encode()
+        data = payload if isinstance(payload, bytes) else payload.encode()
         head = [f"HTTP/1.1 {reply.status} STUB", f"Content-Length: {len(data)}"]
         head += ["Content-Type: application/json", "Connection: keep-alive"]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]

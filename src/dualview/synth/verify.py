@@ -22,7 +22,7 @@ from typing import Any
 from dualview.config import StrictModel
 from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
-from dualview.synth.parsing import Parsed, accept, reject, the_answer
+from dualview.synth.parsing import Parsed, accept, reject, screen, the_answer
 from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import load_template
 
@@ -53,6 +53,9 @@ class Scenario:
 def parse_choice(text: str, n_choices: int) -> Parsed[int]:
     """The 1-based passage number from ``<answer>[k]</answer>`` (or a reply that is nothing but
     ``[k]``, which small models give), or a rejection."""
+    screened = screen(text)
+    if not screened.ok:
+        return screened
     bare = _CHOICE.fullmatch(text.strip())
     answer = accept(text.strip()) if bare else the_answer(text)
     if not answer.ok:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dualview.data.formats.common import build_record, passage_to_document
-from dualview.data.jsonl import iter_json_lines
+from dualview.data.jsonl import decode_text, iter_binary_lines, iter_json_lines
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 
@@ -25,41 +25,47 @@ class BeirData:
     qrels: dict[str, dict[str, int]]
 
 
+def unique_id(row: dict, seen: dict, path: Path, line: int, key: str = "_id") -> str:
+    """``row[key]`` as a string; a missing or repeated id is a located error."""
+    if key not in row:
+        raise DataError(path, line, key, "missing")
+    value = str(row[key])
+    if value in seen:
+        raise DataError(path, line, key, f"duplicate id {value!r}")
+    return value
+
+
 def load_corpus(path: Path) -> dict[str, Document]:
     corpus: dict[str, Document] = {}
     for line, row in iter_json_lines(path):
-        if "_id" not in row:
-            raise DataError(path, line, "_id", "missing")
-        corpus[str(row["_id"])] = passage_to_document(row, path, line, "corpus")
+        corpus[unique_id(row, corpus, path, line)] = passage_to_document(row, path, line, "corpus")
     return corpus
 
 
 def load_queries(path: Path) -> dict[str, str]:
     queries: dict[str, str] = {}
     for line, row in iter_json_lines(path):
-        if "_id" not in row:
-            raise DataError(path, line, "_id", "missing")
+        key = unique_id(row, queries, path, line)
         text = row.get("text")
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, line, "text", "missing or empty query text")
-        queries[str(row["_id"])] = text
+        queries[key] = text
     return queries
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     """``qid -> {docid: score}``; a header line (``query-id``/``qid``...) is skipped."""
-    if not path.exists():
-        raise DataError(path, None, "file", "does not exist")
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        for line_number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or not "".join(row).strip():
+    for line_number, _, raw in iter_binary_lines(path):
+        text = decode_text(raw, path, line_number).rstrip("\r\n")
+        for row in csv.reader([text], delimiter="\t"):
+            if not "".join(row).strip():
                 continue
             if len(row) < 3:
                 raise DataError(path, line_number, "qrels", "expected query-id, corpus-id, score")
             try:
-                score = int(float(row[-1]))
-            except ValueError:
+                score = int(float(row[-1]))  # NaN and Infinity fail here too
+            except (ValueError, OverflowError):
                 if line_number == 1:
                     continue  # header
                 raise DataError(path, line_number, "score", f"not a number: {row[-1]!r}") from None

@@ -8,11 +8,17 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dualview.data.jsonl import iter_json_lines, validation_error_to_data_error
+from dualview.data.formats.source import iter_rows
+from dualview.data.jsonl import validation_error_to_data_error
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 
 T = TypeVar("T")
+
+
+def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The first of ``keys`` with a value (a Parquet struct has every key, some null)."""
+    return next((row[key] for key in keys if row.get(key) is not None), None)
 
 
 def passage_to_document(passage: Any, path: str | Path, line: int, field: str) -> Document:
@@ -23,10 +29,10 @@ def passage_to_document(passage: Any, path: str | Path, line: int, field: str) -
         raise DataError(
             path, line, field, f"expected a passage object, got {type(passage).__name__}"
         )
-    text = passage.get("text", passage.get("passage"))
+    text = _first(passage, ("text", "passage"))
     if not isinstance(text, str) or not text.strip():
         raise DataError(path, line, f"{field}.text", "missing or empty passage text")
-    raw_id = passage.get("docid", passage.get("_id", passage.get("id")))
+    raw_id = _first(passage, ("docid", "_id", "id"))
     return Document.from_text(
         text=text, title=passage.get("title") or "", id=str(raw_id) if raw_id is not None else None
     )
@@ -68,8 +74,9 @@ def dedupe_documents(docs: list[Document], exclude: set[str]) -> list[Document]:
 def map_rows(
     path: str | Path, convert: Callable[[dict[str, Any], int], Iterator[T]]
 ) -> Iterator[T]:
-    """Stream a JSONL file through ``convert(row, line_number)``."""
-    for line_number, row in iter_json_lines(path):
+    """Stream a JSONL file, or a ``datasets`` source (:mod:`.source`), through
+    ``convert(row, line_number)``; a dataset source's rows are numbered from 1."""
+    for line_number, row in iter_rows(path):
         yield from convert(row, line_number)
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dualview.data.formats.common import build_record, map_rows
+from dualview.data.jsonl import atomic_path
 from dualview.data.schema import Record
 
 _DOC = pa.struct([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
@@ -37,11 +38,9 @@ def _row(record: Record) -> dict:
 def write(records: Iterable[Record], path: str | Path, batch_size: int = 2048) -> int:
     """Write records to ``path`` atomically (temp file + rename); returns the row count."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     count = 0
     buffer: list[dict] = []
-    with pq.ParquetWriter(tmp, SCHEMA) as writer:
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, SCHEMA) as writer:
         for record in records:
             buffer.append(_row(record))
             if len(buffer) >= batch_size:
@@ -51,13 +50,16 @@ def write(records: Iterable[Record], path: str | Path, batch_size: int = 2048) -
         if buffer or count == 0:
             writer.write_table(pa.Table.from_pylist(buffer, schema=SCHEMA))
             count += len(buffer)
-    os.replace(tmp, path)
     return count
 
 
-def read(path: str | Path) -> Iterable[Record]:
-    """Stream records back from a Parquet file written by :func:`write`."""
-    for batch in pq.ParquetFile(path).iter_batches():
-        for row in batch.to_pylist():
-            row["meta"] = json.loads(row["meta"] or "{}")
-            yield Record.model_validate(row)
+def read(path: str | Path) -> Iterator[Record]:
+    """Stream records back from Parquet written by :func:`write`: a file, a folder of files,
+    or any other ``datasets`` source with these columns (:mod:`.source`)."""
+
+    def convert(row: dict, line: int) -> Iterator[Record]:
+        meta = row.get("meta")
+        row["meta"] = json.loads(meta) if isinstance(meta, str) and meta else {}
+        yield build_record(path, line, **row)
+
+    return map_rows(path, convert)

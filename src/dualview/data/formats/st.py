@@ -33,7 +33,7 @@ def read(path: str | Path) -> Iterator[Record]:
         anchor = require_str(row, "anchor", path, line)
         positive = Document.from_text(require_str(row, "positive", path, line))
         negative_keys = sorted(
-            (k for k in row if k.startswith("negative")),
+            (k for k in row if k.startswith("negative") and row[k] is not None),
             key=lambda k: int(k.rpartition("_")[2]) if k.rpartition("_")[2].isdigit() else 0,
         )
         seen = {positive.id}

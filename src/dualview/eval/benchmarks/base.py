@@ -21,7 +21,7 @@ from dualview.errors import DataError, DualviewError
 from dualview.eval.metrics import MetricResult
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.search import Run, rerank_run, topk_run
-from dualview.retrieval.text import doc_text
+from dualview.retrieval.text import InstructedQuery, doc_text
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class EvalContext:
         template = self.query_template
         if upstream_template is not None and not self.force_template:
             template = upstream_template
-        return join_query_instruction(query, instruction, template)
+        joined = join_query_instruction(query, instruction, template)
+        return InstructedQuery(joined, query, instruction)
 
 
 @dataclass
