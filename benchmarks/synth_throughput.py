@@ -28,13 +28,13 @@ from dualview.data.formats.beir import read as read_beir
 from dualview.data.jsonl import iter_records, write_jsonl
 from dualview.data.schema import Record
 from dualview.synth.backends.base import BackendConfig, SamplingParams
-from dualview.synth.backends.openai_http import OpenAIBackend
 from dualview.synth.reverse import ReverseTask
-from dualview.synth.runner import Runner, RunnerConfig
+from dualview.synth.runner import RunnerConfig, make_runner
 
 ROOT = Path(__file__).resolve().parents[1]
 MSMARCO = ROOT.parent / "shared" / "data" / "msmarco-1743"
 RESULTS = ROOT / "benchmarks" / "results" / "synth_throughput.json"
+RAY_CPUS = 2
 
 
 def make_records(n: int) -> list[Record]:
@@ -75,14 +75,20 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(url: str, concurrency: int, records: list[Record], workdir: Path) -> dict:
-    source = workdir / f"in-{concurrency}.jsonl"
+def measure(
+    urls: list[str], concurrency: int, records: list[Record], workdir: Path, engine: str
+) -> dict:
+    source = workdir / f"in-{engine}-{concurrency}.jsonl"
     write_jsonl(source, records)
     task = ReverseTask()
-    backend = OpenAIBackend(BackendConfig(kind="openai", model="stub", base_url=url))
-    runner = Runner(task, backend, SamplingParams(), RunnerConfig(concurrency=concurrency))
+    backend = BackendConfig(kind="openai", model="stub", base_url=urls)
+    # Ray: one task per CPU of the local cluster, each with its share of the concurrency.
+    per_task = -(-concurrency // RAY_CPUS)
+    config = RunnerConfig(concurrency=concurrency, engine=engine, ray_batch_size=per_task)
+    runner = make_runner(task, backend, SamplingParams(), config)
     cpu, wall = time.process_time(), time.perf_counter()
-    stats = runner.run(lambda: task.units(iter_records(source)), workdir / f"out-{concurrency}")
+    out = workdir / f"out-{engine}-{concurrency}"
+    stats = runner.run(lambda: task.units(iter_records(source)), out)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     assert stats["outcomes"]["ok"] == len(records), stats["outcomes"]
     return {"records": len(records), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
@@ -96,24 +102,36 @@ def main() -> None:
         "--rounds", type=int, default=24, help="records = rounds x concurrency (steady state)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--engine", nargs="+", choices=["local", "ray"], default=["local"],
+        help="runners to compare in one run (ray: a local Ray cluster of 2 CPUs)",
+    )  # fmt: skip
+    parser.add_argument("--endpoints", type=int, default=1, help="stub servers (base URLs)")
     args = parser.parse_args()
     os.environ.setdefault("DUALVIEW_NO_PROGRESS", "1")
     info = machine_start(
         with_torch=False, note="shared machine: other jobs were running; rates are lower bounds"
     )
-    process, url = start_stub(args.latency)
+    stubs = [start_stub(args.latency) for _ in range(args.endpoints)]
+    urls = [url for _, url in stubs]
+    if "ray" in args.engine:
+        import ray
+
+        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for level in args.levels:
+            for engine, level in [(e, lv) for e in args.engine for lv in args.levels]:
                 n = max(args.rounds * level, 24)
-                stub_cpu = process_cpu_s(process.pid)
-                result = measure(url, level, make_records(n), Path(tmp))
-                stub_cpu = process_cpu_s(process.pid) - stub_cpu
+                stub_cpu = sum(process_cpu_s(p.pid) for p, _ in stubs)
+                result = measure(urls, level, make_records(n), Path(tmp), engine)
+                stub_cpu = sum(process_cpu_s(p.pid) for p, _ in stubs) - stub_cpu
                 ideal = level / args.latency
                 rate = result["records"] / result["wall_s"]
                 rows.append(
                     {
+                        "engine": engine,
+                        "endpoints": args.endpoints,
                         "concurrency": level,
                         **result,
                         "records_per_s": round(rate, 2),
@@ -124,25 +142,31 @@ def main() -> None:
                     }
                 )
     finally:
-        process.kill()
+        for process, _ in stubs:
+            process.kill()
     report = {
         "benchmark": "synth_throughput",
         "latency_s": args.latency,
         "results": rows,
-        "goal": "share_of_ideal >= 0.8 at concurrency 64",
+        "goal": "share_of_ideal >= 0.8 at concurrency 64 (and at 256 for one engine)",
         "goal_met": any(r["concurrency"] == 64 and r["share_of_ideal"] >= 0.8 for r in rows),
+        "goal_256_met": any(r["concurrency"] == 256 and r["share_of_ideal"] >= 0.8 for r in rows),
+        "load_avg_1_5_15": list(os.getloadavg()),
+        "note": "runner cpu = this process only (for ray: the driver, not the Ray workers)",
         "machine": machine_end(info),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"stub latency {args.latency * 1000:.0f} ms; {machine_line(report['machine'])}")
     print(
-        f"{'conc':>5} {'records':>8} {'rec/s':>8} {'ideal':>8} {'share':>6} "
+        f"{'engine':>6} {'endp':>4} {'conc':>5} {'records':>8} "
+        f"{'rec/s':>8} {'ideal':>8} {'share':>6} "
         f"{'runner cpu ms/rec':>18} {'stub cpu ms/rec':>16}"
     )
     for r in rows:
         print(
-            f"{r['concurrency']:>5} {r['records']:>8} {r['records_per_s']:>8.1f} "
+            f"{r['engine']:>6} {r['endpoints']:>4} {r['concurrency']:>5} {r['records']:>8} "
+            f"{r['records_per_s']:>8.1f} "
             f"{r['ideal_per_s']:>8.1f} {r['share_of_ideal']:>6.2f} "
             f"{r['runner_cpu_ms_per_record']:>18.2f} {r['stub_cpu_ms_per_record']:>16.2f}"
         )

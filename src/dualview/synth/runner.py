@@ -23,23 +23,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from dualview.config import StrictModel
-from dualview.data.jsonl import AtomicJsonlWriter
+from dualview.data.jsonl import AtomicJsonlWriter, atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
+from dualview.lock import exclusive
 from dualview.progress import make_progress
 from dualview.synth.backends.base import (
+    BackendConfig,
     ChatBackend,
     SamplingParams,
     TransientBackendError,
@@ -64,6 +65,12 @@ class RunnerConfig(StrictModel):
     # Prices in USD per million tokens, for the cost line of the stats.
     price_in_per_million: float | None = None
     price_out_per_million: float | None = None
+    # "local" (asyncio in this process) or "ray" (Ray Data map_batches; dualview[ray]).
+    engine: Literal["local", "ray"] = "local"
+    # Ray cluster to join (e.g. "auto" or "ray://head:10001"); default: start a local one.
+    ray_address: str | None = None
+    # Units per Ray task (each task runs its batch concurrently).
+    ray_batch_size: int = Field(default=64, ge=1)
 
 
 @dataclass(frozen=True)
@@ -157,16 +164,19 @@ class Runner:
         started = time.perf_counter()
         total, digest = _scan_input(units(), self.fingerprint)
         lo, hi = self.shard.bounds(total)
-        cache = ResultCache(self.config.cache or side_path(out, "cache.jsonl"))
+        cache_path = Path(self.config.cache or side_path(out, "cache.jsonl"))
         errors: dict[str, Outcome] = {}
         tally = Tally()
-        try:
-            await self._execute(units, lo, hi, cache, errors, tally)
-            cache.reopen()
-            stats = self._assemble(units, lo, hi, cache, errors, out)
-        finally:
-            cache.close()
-            await self.backend.aclose()
+        # One writer per cache (and so per output): a second run on it stops with exit 2.
+        with exclusive(cache_path.with_name(cache_path.name + ".lock"), "synthesis cache"):
+            cache = ResultCache(cache_path)
+            try:
+                await self._execute(units, lo, hi, cache, errors, tally)
+                cache.reopen()
+                stats = self._assemble(units, lo, hi, cache, errors, out)
+            finally:
+                cache.close()
+                await self.backend.aclose()
         stats.update(
             task=self.task.name,
             model=self.backend.identity,
@@ -174,11 +184,15 @@ class Runner:
             input_units=total,
             input_digest=digest,
             job_fingerprint=self.fingerprint,
+            task_fingerprint=self.task.fingerprint(),  # template sha256, settings, parser
+            sampling=self.params.model_dump(mode="json"),
             shard=[self.shard.index, self.shard.count],
             range=[lo, hi],
             wall_s=round(time.perf_counter() - started, 3),
             this_run_units=tally.fresh,
         )
+        if hasattr(self.backend, "endpoint_stats"):
+            stats["endpoints"] = self.backend.endpoint_stats()
         write_json(side_path(out, "stats.json"), stats)
         return stats
 
@@ -333,6 +347,19 @@ class Runner:
         return round((tokens_in * (price_in or 0) + tokens_out * (price_out or 0)) / 1e6, 6)
 
 
+def make_runner(
+    task: Task, backend: BackendConfig, params: SamplingParams, config: RunnerConfig
+) -> Runner:
+    """The runner that ``config.engine`` names: this process (local) or Ray Data (ray)."""
+    if config.engine == "ray":
+        from dualview.synth.ray_engine import RayRunner
+
+        return RayRunner(task, backend, params, config)
+    from dualview.synth.backends import build_backend
+
+    return Runner(task, build_backend(backend), params, config)
+
+
 def _scan_input(units: Iterator[list[Record]], fingerprint: str) -> tuple[int, str]:
     """Number of units and a digest of their keys in order (what the shard merge compares)."""
     digest = hashlib.sha256()
@@ -354,6 +381,4 @@ def _dropped_line(unit: list[Record], outcome: Outcome) -> dict[str, Any]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")

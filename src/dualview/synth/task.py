@@ -9,12 +9,13 @@ and adds up tokens and latency, so tasks never deal with cost or retries.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
 from dualview.data.schema import Record
 from dualview.synth.backends.base import ChatBackend, SamplingParams
 from dualview.synth.limits import Limits
+from dualview.synth.parsing import clean_text
 
 Status = Literal["ok", "impossible", "rejected", "skipped", "error"]
 STATUSES: tuple[str, ...] = ("ok", "impossible", "rejected", "skipped", "error")
@@ -37,11 +38,29 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a dict for ``json.dumps``; shallow (``dataclasses.asdict`` deep-copies
+        every record, a sizeable share of the runner's CPU per unit), so do not mutate it."""
+        return {name: getattr(self, name) for name in FIELDS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Outcome:
-        return cls(**data)
+        """The outcome stored by :meth:`to_json`; ``ValueError`` for anything else (a
+        damaged cache entry must be redone, never reused)."""
+        outcome = cls(**data)
+        shapes = (
+            (outcome.records, list),
+            (outcome.raw, list),
+            (outcome.counts, dict),
+            (outcome.reason, str),
+        )
+        if outcome.status not in STATUSES or not all(isinstance(v, t) for v, t in shapes):
+            raise ValueError("not a stored outcome")
+        if not all(isinstance(r, dict) for r in outcome.records):
+            raise ValueError("not a stored outcome")
+        return outcome
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Outcome))
 
 
 class LLM:
@@ -82,8 +101,8 @@ class LLM:
         self.tokens_in += completion.tokens_in
         self.tokens_out += completion.tokens_out
         self.latencies.append(completion.latency_s)
-        self.answers.append(completion.text)
-        return completion.text
+        self.answers.append(clean_text(completion.text))
+        return self.answers[-1]
 
     def stamp(self, outcome: Outcome) -> Outcome:
         """Copy the usage and raw answers of this run into ``outcome``."""

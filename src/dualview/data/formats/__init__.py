@@ -35,6 +35,7 @@ READERS: dict[str, Reader] = {
     "beir": beir.read,
     "infir": infir.read,
     "st": st.read,
+    "parquet": parquet.read,
 }
 
 WRITERS: dict[str, Writer] = {

