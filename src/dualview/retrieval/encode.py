@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dualview.errors import DualviewError
+from dualview.errors import DualviewError, warn_once
 from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
 from dualview.retrieval.devices import balanced_shares, encode_on_devices
@@ -49,6 +49,7 @@ from dualview.retrieval.inference import (
     encode_sorted,
     resolve_precision,
 )
+from dualview.retrieval.text import InstructedQuery
 
 #: Texts encoded per cache commit; large enough to keep the model busy, small enough to resume.
 CHUNK_SIZE = 1024
@@ -103,21 +104,37 @@ class EmbeddingCache:
     """SQLite store ``key -> float32 vector`` for one model fingerprint.
 
     One file per fingerprint: ``<cache_dir>/embeddings/<fingerprint>.sqlite``. Safe to share
-    between processes (SQLite locking, WAL journal); duplicate inserts are ignored.
+    between processes (SQLite locking, WAL journal); duplicate inserts are ignored. A file
+    that is not a readable database is reported once, moved aside (``.damaged``) and started
+    afresh; a stored vector of the wrong size is ignored, so its text is encoded again.
     """
 
     def __init__(self, fingerprint: str, root: Path | None = None) -> None:
         folder = (root or cache_dir()) / "embeddings"
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{fingerprint}.sqlite"
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            warn_once(f"warning: {self.path}: damaged embedding cache ({exc}); starting afresh")
+            self._conn.close()
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(f"{self.path}{suffix}")
+                if part.exists():
+                    part.replace(f"{part}.damaged")
+            self._open()
+
+    def _open(self) -> None:
         self._conn = sqlite3.connect(self.path, timeout=60)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
+        self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()  # reads the pages: damage shows
         self._conn.commit()
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors found for ``keys`` (missing keys are absent from the result)."""
+    def get_many(self, keys: Sequence[str], dim: int | None = None) -> dict[str, np.ndarray]:
+        """Vectors found for ``keys`` (missing keys are absent from the result); with ``dim``,
+        a vector of another size (a damaged entry) counts as missing."""
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _LOOKUP_BATCH):
@@ -125,6 +142,9 @@ class EmbeddingCache:
             marks = ",".join("?" * len(part))
             rows = self._conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks})", part)
             for key, blob in rows:
+                if dim is not None and (not isinstance(blob, bytes) or len(blob) != 4 * dim):
+                    warn_once(f"warning: {self.path}: damaged entries ignored and recomputed")
+                    continue
                 found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 
@@ -134,7 +154,7 @@ class EmbeddingCache:
             (k, np.ascontiguousarray(v, dtype=np.float32).tobytes())
             for k, v in zip(keys, vectors, strict=True)
         ]
-        self._conn.executemany("INSERT OR IGNORE INTO emb (key, vec) VALUES (?, ?)", rows)
+        self._conn.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
         self._conn.commit()
 
     def __len__(self) -> int:
@@ -196,12 +216,19 @@ class Encoder:
         self.stats = EncodeStats()
         similarity = getattr(self.model, "similarity_fn_name", None) or "cosine"
         self.normalize = similarity == "cosine" if normalize is None else normalize
+        #: The cross-attention head of an InF-Embed Interaction II model, else None.
+        self.head = _load_head(model) if isinstance(model, str) else None
 
     @cached_property
     def fingerprint(self) -> str:
         """Content hash of the model as loaded (see :func:`model_fingerprint`) and, unless it
         is fp32, the precision it runs in; names the cache file."""
         weights = model_fingerprint(self.model)
+        if self.head is not None:
+            head = hashlib.sha256(weights.encode())
+            for tensor in self.head.state_dict().values():
+                head.update(tensor.detach().cpu().float().numpy().tobytes())
+            weights = head.hexdigest()[:24]
         if self.precision == "fp32":  # as before precisions existed: older caches stay valid
             return weights
         return hashlib.sha256(f"{weights}:{self.precision}".encode()).hexdigest()[:24]
@@ -255,8 +282,10 @@ class Encoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
+        if self.head is not None and all(isinstance(t, InstructedQuery) for t in texts):
+            return self._encode_instructed(texts)
         keys = [text_key(t, prompt_text) for t in texts]
-        known = self.cache.get_many(keys) if self.use_cache else {}
+        known = self.cache.get_many(keys, self.dim) if self.use_cache else {}
         todo: dict[str, str] = {}
         for key, text in zip(keys, texts, strict=True):
             if key not in known:
@@ -269,6 +298,23 @@ class Encoder:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             out /= np.maximum(norms, 1e-12)
         return out
+
+    def _encode_instructed(self, texts: Sequence[InstructedQuery]) -> np.ndarray:
+        """Queries of a cross-attention model: each distinct instruction encoded once, then
+        the head (not cached: the head is cheap beside the backbone)."""
+        from dualview.train.interaction import encode_instructed_queries
+
+        started = time.perf_counter()
+        vectors = encode_instructed_queries(
+            self.runner,
+            self.head,
+            [t.query for t in texts],
+            [t.instruction for t in texts],
+            batch_size=self.batch_size,
+            normalize=self.normalize,
+        )
+        self.stats.seconds += time.perf_counter() - started
+        return vectors.numpy().astype(np.float32)
 
     def _encode_missing(
         self, todo: dict[str, str], prompt: str, description: str
@@ -322,6 +368,16 @@ class Encoder:
         if "cache" in self.__dict__:
             self.cache.close()
             del self.__dict__["cache"]
+
+
+def _load_head(name: str) -> Any:
+    """The cross-attention head saved in model folder ``name``, or None."""
+    path = Path(resolve_model_path(name))
+    if not (path / "interaction").is_dir():
+        return None
+    from dualview.train.interaction import InstructionQueryAttention
+
+    return InstructionQueryAttention.load(path)
 
 
 def _split_devices(

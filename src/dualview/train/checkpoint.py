@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dualview.data.jsonl import fault_point
 from dualview.train.batching import DataPosition
 
 STATE_FILE = "state.json"
@@ -68,11 +69,15 @@ def save_checkpoint(
     final = checkpoint_dir(root, state.step)
     staging = final.with_name(final.name + ".tmp")
     staging.mkdir(parents=True, exist_ok=True)
+    # The staging folder is renamed into place only when complete (publish_checkpoint).
     torch.save(rng_states(), staging / f"rng-{rank}.pt")
+    fault_point("checkpoint rng")
     if rank == 0:
         torch.save(model.state_dict(), staging / "model.pt")
+        fault_point("checkpoint model")
         torch.save(optimizer.state_dict(), staging / "optimizer.pt")
         torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+        fault_point("checkpoint optimizer")
         (staging / STATE_FILE).write_text(json.dumps(asdict(state)), encoding="utf-8")
     return staging
 
@@ -82,6 +87,7 @@ def publish_checkpoint(staging: Path, keep: int) -> Path:
     final = staging.with_name(staging.name.removesuffix(".tmp"))
     if final.exists():
         shutil.rmtree(final)
+    fault_point("checkpoint publish")
     staging.rename(final)
     for old in sorted(complete_checkpoints(final.parent))[:-keep]:
         shutil.rmtree(old)

@@ -26,9 +26,11 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from dualview.data.formats.common import query_text
+from dualview.data.jsonl import atomic_copy, atomic_write_text
 from dualview.data.schema import Record
 from dualview.resources import resolve_model_path
 from dualview.train.config import ModelConfig
+from dualview.train.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
 from dualview.train.tokens import TokenizedTexts
 
 TextKind = Literal["query", "document"]
@@ -88,8 +90,18 @@ class BiEncoder(nn.Module):
             kwargs = {}
         self.backbone = AutoModel.from_pretrained(path, trust_remote_code=remote, **kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
-        if self.tokenizer.pad_token is None:  # decoders often lack one
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        configure_tokenizer(self.tokenizer, config)  # pad token; left padding + EOS (decoders)
+        if config.lora is not None:
+            self.backbone = add_lora(self.backbone, config.lora)
+        self.head = None  # InF-Embed Interaction II (cross-attention), else concatenation
+        if config.interaction == "cross_attention":
+            from dualview.train.interaction import InstructionQueryAttention
+
+            self.head = InstructionQueryAttention(self.dim, config.pooling)
+
+    def replicated_parameters(self) -> list[nn.Parameter]:
+        """Parameters applied to the whole gathered batch on every rank (the head)."""
+        return list(self.head.parameters()) if self.head is not None else []
 
     @property
     def dim(self) -> int:
@@ -122,8 +134,15 @@ class BiEncoder(nn.Module):
 
     def embed(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Embeddings of padded inputs (``input_ids``, ``attention_mask``), differentiable."""
-        hidden = self.backbone(**inputs).last_hidden_state
-        embeddings = pool(hidden, inputs["attention_mask"], self.config.pooling)
+        hidden = self.token_states(inputs)
+        return self.finish(pool(hidden, inputs["attention_mask"], self.config.pooling))
+
+    def token_states(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The backbone's last hidden states [B, T, H] of padded inputs."""
+        return self.backbone(**inputs).last_hidden_state
+
+    def finish(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """L2-normalised (when configured) pooled embeddings."""
         if self.config.normalize:
             embeddings = F.normalize(embeddings.float(), p=2, dim=-1)
         return embeddings
@@ -163,7 +182,7 @@ class BiEncoder(nn.Module):
         path = Path(path)
         cfg = self.config
         with tempfile.TemporaryDirectory(prefix="dualview-save-") as tmp:
-            self.backbone.save_pretrained(tmp)
+            export_backbone(self.backbone).save_pretrained(tmp)  # LoRA: merged copy
             self.tokenizer.save_pretrained(tmp)
             remote = {"trust_remote_code": True} if cfg.trust_remote_code else {}
             transformer = Transformer(
@@ -184,10 +203,17 @@ class BiEncoder(nn.Module):
             if path.exists():
                 shutil.rmtree(path)
             st_model.save(str(path))
+        save_adapter(self.backbone, path)  # LoRA: the adapter alone, under lora_adapter/
         info = {"query_template": cfg.query_template, "document_text": "title + ' ' + text"}
-        (path / MODEL_INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        if self.head is not None:
+            self.head.save(path)
+            info["interaction"] = "cross_attention"
+        atomic_write_text(path / MODEL_INFO_FILE, json.dumps(info, indent=2))
         if train_config_yaml is not None:
-            (path / "dualview_train.yaml").write_text(train_config_yaml, encoding="utf-8")
+            atomic_write_text(path / "dualview_train.yaml", train_config_yaml)
         if manifest is not None and manifest.exists():
-            shutil.copyfile(manifest, path / "data_manifest.json")
+            atomic_copy(manifest, path / "data_manifest.json")
+        from dualview.hub.model_card import write_model_card
+
+        write_model_card(path)  # replaces sentence-transformers' generic README.md
         return path

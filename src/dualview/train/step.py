@@ -22,14 +22,18 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 from dualview.train.batching import Batch
+from dualview.train.interaction import pair_index
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.model import BiEncoder, TextKind
 from dualview.train.tokens import TokenizedTexts, padded_width, plan_chunks
 
 TextGroups = dict[str, tuple[list[str], TextKind]]
+#: Groups encoded to token states (cross-attention interaction), not pooled vectors.
+STATE_GROUPS = ("instructions", "query_tokens")
 
 
 def world() -> tuple[int, int]:
@@ -64,17 +68,42 @@ def gather_rows(local: torch.Tensor, total: int) -> torch.Tensor:
 
 
 def all_reduce_gradients(model: nn.Module) -> None:
-    """Sum parameter gradients over ranks (each rank holds its share of the global gradient)."""
+    """Sum parameter gradients over ranks (each rank holds its share of the global gradient).
+
+    Parameters that every rank applies to the whole gathered batch (the cross-attention head)
+    already hold the full gradient on each rank: they are averaged instead of summed.
+    """
     _, size = world()
     if size == 1:
         return
+    replicated = getattr(model, "replicated_parameters", list)()
+    replicated_ids = {id(p) for p in replicated}
     for param in model.parameters():
         if param.grad is not None:
             dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+            if id(param) in replicated_ids:
+                param.grad.div_(size)
 
 
-def text_groups(batch: Batch, loss_fn: nn.Module) -> TextGroups:
-    """What has to be encoded for ``batch`` under ``loss_fn``."""
+def batch_pairs(batch: Batch) -> tuple[list[str], list[str], torch.Tensor, torch.Tensor]:
+    """Distinct instructions and bare queries of ``batch`` and each record's indices."""
+    return pair_index([r.instruction for r in batch.records], [r.query for r in batch.records])
+
+
+def text_groups(batch: Batch, loss_fn: nn.Module, interaction: str = "concat") -> TextGroups:
+    """What has to be encoded for ``batch`` under ``loss_fn`` and the model's interaction.
+
+    ``concat``: query texts (query + instruction), documents and, for the InF-Embed I set,
+    the B x B swapped query texts. ``cross_attention``: each distinct instruction and bare
+    query once (as token states) and the documents; the head forms every pair.
+    """
+    if interaction == "cross_attention":
+        instructions, queries, _, _ = batch_pairs(batch)
+        return {
+            "instructions": (instructions, "query"),
+            "query_tokens": (queries, "query"),
+            "documents": (batch.doc_texts, "document"),
+        }
     groups: TextGroups = {
         "queries": (batch.query_texts, "query"),
         "documents": (batch.doc_texts, "document"),
@@ -82,6 +111,41 @@ def text_groups(batch: Batch, loss_fn: nn.Module) -> TextGroups:
     if isinstance(loss_fn, InfEmbedLoss) and loss_fn.needs_cross:
         groups["cross"] = (batch.cross_query_texts(), "query")
     return groups
+
+
+def _state_mask(model: BiEncoder, share: _Share, device: torch.device) -> torch.Tensor:
+    """Attention mask [total, width] of a token-state group, laid out as the states are."""
+    inputs = share.tokens.pad(
+        range(share.total),
+        pad_id=0,
+        left=model.tokenizer.padding_side == "left",
+        max_length=model.max_length(share.kind),
+    )
+    return inputs["attention_mask"].to(device)
+
+
+def query_embeddings(
+    model: BiEncoder,
+    loss_fn: nn.Module,
+    embeddings: dict[str, torch.Tensor],
+    batch: Batch,
+    shares: dict[str, _Share],
+) -> dict[str, torch.Tensor]:
+    """Replace token-state groups by the head's query vectors ``queries`` (and ``cross``)."""
+    if "instructions" not in embeddings:
+        return embeddings
+    out = {k: v for k, v in embeddings.items() if k not in STATE_GROUPS}
+    device = embeddings["documents"].device
+    _, _, inst_idx, query_idx = batch_pairs(batch)
+    inst_idx, query_idx = inst_idx.to(device), query_idx.to(device)
+    inst = (embeddings["instructions"], _state_mask(model, shares["instructions"], device))
+    queries = (embeddings["query_tokens"], _state_mask(model, shares["query_tokens"], device))
+    out["queries"] = model.finish(model.head.pairs(inst, queries, inst_idx, query_idx))
+    if isinstance(loss_fn, InfEmbedLoss) and loss_fn.needs_cross:
+        n = len(batch.records)  # row-major [i, j] = query of i with the instruction of j
+        pairs = model.head.pairs(inst, queries, inst_idx.repeat(n), query_idx.repeat_interleave(n))
+        out["cross"] = model.finish(pairs)
+    return out
 
 
 def batch_loss(loss_fn: nn.Module, embeddings: dict[str, torch.Tensor], batch: Batch):
@@ -135,6 +199,7 @@ class _Share:
     total: int
     kind: TextKind
     chunks: list[list[int]]  # indices into tokens (absolute), one list per chunk
+    width: int | None = None  # token-state groups: padded width of the whole group
 
 
 def _shares(
@@ -150,12 +215,33 @@ def _shares(
         else:
             local = plan_chunks(tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens)
             chunks = [[lo + i for i in chunk] for chunk in local]
-        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks)
+        width = None
+        if name in STATE_GROUPS:
+            longest = int(tokens.lengths.max()) if len(tokens) else 0
+            width = padded_width(longest, model.max_length(kind))
+        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks, width)
     return shares
 
 
 def _encode_chunk(model: BiEncoder, share: _Share, chunk: list[int]) -> torch.Tensor:
-    return model.embed(model.pad(share.tokens, chunk, share.kind)).float()
+    inputs = model.pad(share.tokens, chunk, share.kind)
+    if share.width is None:
+        return model.embed(inputs).float()
+    states = model.token_states(inputs).float()  # [c, w, d], w <= the group's width
+    missing = share.width - states.shape[1]
+    left = model.tokenizer.padding_side == "left"
+    return F.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
+
+
+def _feature_shape(model: BiEncoder, share: _Share) -> tuple[int, ...]:
+    return (model.dim,) if share.width is None else (share.width, model.dim)
+
+
+def _gather(local: torch.Tensor, total: int) -> torch.Tensor:
+    """:func:`gather_rows` for rows of any shape (token states are gathered flattened)."""
+    if local.dim() == 2:
+        return gather_rows(local, total)
+    return gather_rows(local.flatten(1), total).view(total, *local.shape[1:])
 
 
 def _encode_share(
@@ -163,7 +249,7 @@ def _encode_share(
 ) -> torch.Tensor:
     """Embeddings [hi - lo, dim] of the share in input order; records RNG states per chunk."""
     device = next(model.parameters()).device
-    out = torch.zeros(share.hi - share.lo, model.dim, device=device)
+    out = torch.zeros(share.hi - share.lo, *_feature_shape(model, share), device=device)
     if not share.chunks:
         return out.requires_grad_(grad) if grad else out
     parts = []
@@ -230,14 +316,15 @@ def contrastive_step(
     come from ``batch.tokens`` when the loader tokenized the batch, else are made here.
     """
     chunking = Chunking(max_items=chunk_size) if isinstance(chunk_size, int) else chunk_size
-    groups = text_groups(batch, loss_fn)
+    groups = text_groups(batch, loss_fn, model.config.interaction)
     shares = _shares(model, batch, groups, chunking)
     if chunking is None:
         with autocast():
             embeddings = {
-                name: gather_rows(_encode_share(model, share, grad=True), share.total)
+                name: _gather(_encode_share(model, share, grad=True), share.total)
                 for name, share in shares.items()
             }
+            embeddings = query_embeddings(model, loss_fn, embeddings, batch, shares)
             loss = batch_loss(loss_fn, embeddings, batch)
         backward(loss * scale)
     else:
@@ -254,8 +341,9 @@ def _gradcache_step(model, loss_fn, batch, shares, scale, autocast, backward):
         with autocast():
             local = _encode_share(model, share, grad=False, states=states[name]).detach()
         cached[name] = local.requires_grad_(True)
-        embeddings[name] = gather_rows(cached[name], share.total)
+        embeddings[name] = _gather(cached[name], share.total)
     with autocast():
+        embeddings = query_embeddings(model, loss_fn, embeddings, batch, shares)
         loss = batch_loss(loss_fn, embeddings, batch)
     backward(loss * scale)
     for name, share in shares.items():

@@ -31,7 +31,7 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import get_scheduler
 
-from dualview.data.jsonl import AppendJsonlWriter
+from dualview.data.jsonl import AppendJsonlWriter, atomic_write_text, repair_torn_tail
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
@@ -48,6 +48,7 @@ from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import LossConfig, OptimConfig, TrainConfig
+from dualview.train.launch import check_launch
 from dualview.train.loader import BatchTokenizer, prepared_batches
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.memory import auto_token_budget
@@ -186,6 +187,7 @@ class Trainer:
 
     def _make_accelerator(self) -> Accelerator:
         config = self.config
+        check_launch()  # accelerate's CPU launcher may start one process of several
         kwargs: dict[str, Any] = {"mixed_precision": self.precision}
         if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             kwargs["cpu"] = True  # several CPU processes (torchrun): accelerate's MULTI_CPU, gloo
@@ -247,6 +249,8 @@ class Trainer:
             if self.accelerator.is_main_process
             else None
         )
+        if self.accelerator.is_main_process:
+            print(f"training on {self.accelerator.num_processes} process(es)", flush=True)
         start = time.perf_counter()
         self.meter.reset()
         with StopRequested() as stop, make_progress() as progress:
@@ -279,7 +283,11 @@ class Trainer:
         model = self._unwrapped()
         lengths = {"query": model.max_length("query"), "document": model.max_length("document")}
         prepare = BatchTokenizer(
-            model.tokenizer, lengths, functools.partial(text_groups, loss_fn=self.loss_fn)
+            model.tokenizer,
+            lengths,
+            functools.partial(
+                text_groups, loss_fn=self.loss_fn, interaction=model.config.interaction
+            ),
         )
         return prepared_batches(
             self.stream,
@@ -402,6 +410,8 @@ class Trainer:
         path = ckpt.latest_checkpoint(self.checkpoints)
         if path is None:
             print(f"no checkpoint under {self.checkpoints}: starting from scratch", flush=True)
+            if self.accelerator.is_main_process:  # log lines of the killed attempt
+                truncate_log(self.output_dir / LOG_FILE, 0)
             return ckpt.TrainState()
         state = ckpt.load_checkpoint(
             path, self._unwrapped(), self.optimizer, self.scheduler, self.accelerator.process_index
@@ -439,15 +449,17 @@ def step_line(record: dict[str, Any], total_steps: int) -> str:
 
 
 def truncate_log(path: Path, step: int) -> None:
-    """Drop log lines past ``step`` (written after the checkpoint a resume starts from)."""
+    """Drop log lines past ``step`` (written after the checkpoint a resume starts from), and
+    a torn last line left by a kill."""
     if not path.exists():
         return
+    repair_torn_tail(path)
     kept = [
         line
         for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
         if line.strip() and json.loads(line).get("step", 0) <= step
     ]
-    path.write_text("".join(kept), encoding="utf-8")
+    atomic_write_text(path, "".join(kept))
 
 
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
