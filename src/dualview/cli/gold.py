@@ -13,6 +13,7 @@ from dualview.cli.data import data_app
 from dualview.data import gold
 from dualview.data.gold_check import CheckConfig, check_instances
 from dualview.data.gold_lexical import lexical_pairwise
+from dualview.errors import DataError
 
 console = Console(stderr=True)
 
@@ -39,8 +40,13 @@ def gold_build(
         gold.DEFAULT_TEST_FRACTION
     ),
 ) -> None:
-    """Validate the gold sources and write train.jsonl, test.jsonl, counts.json, CARD.md counts."""
+    """Validate the gold sources and write train.jsonl, test.jsonl, counts.json, CARD.md counts
+    and the leave-domains-out test sets (folds/ldo-K)."""
     result = gold.build(source, out, n_hard=n_hard, test_fraction=test_fraction)
+    from dualview.data.gold_folds import write_fold_benchmarks
+
+    for folder in write_fold_benchmarks(out / "folds", out):
+        console.print(f"wrote leave-domains-out test set: {folder}")
     for split, info in result.counts["splits"].items():
         console.print(f"{split}: {info['instances']} instances, {info['records']} records")
     for name, path in result.paths.items():
@@ -79,6 +85,8 @@ def gold_check(
         max_query_jaccard=max_query_jaccard,
     )
     located = gold.load_instances(gold.source_files(source))
+    if not located:
+        raise DataError(source, None, "file", "no gold instances found")
     findings = check_instances(located, config)
     if semantic:
         from dualview.data.gold_semantic import suspect_extras

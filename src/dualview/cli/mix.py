@@ -102,14 +102,27 @@ def mine(
 def export_cmd(
     source: Annotated[Path, typer.Argument(help="Training file (records JSONL).")],
     out: Annotated[Path, typer.Argument(help="Output file (Parquet) or folder (hf, hf-st).")],
-    to: Annotated[str, typer.Option("--to", help=f"One of {', '.join(EXPORT_FORMATS)}.")] = (
-        "parquet"
-    ),
+    to: Annotated[
+        str, typer.Option("--to", help=f"One of {', '.join(EXPORT_FORMATS)}, hub-dataset.")
+    ] = "parquet",
     negatives: Annotated[
         int | None, typer.Option(help="st formats: negative columns (default: file minimum).")
     ] = None,
+    license_id: Annotated[
+        str, typer.Option("--license", help="hub-dataset: the card's license id.")
+    ] = "unknown",
+    review: Annotated[
+        Path | None,
+        typer.Option(help="hub-dataset: human-review summary (JSON) or review folder."),
+    ] = None,
 ) -> None:
-    """Export a training file as Parquet, HF datasets, or sentence-transformers columns."""
+    """Export a training file as Parquet, HF datasets, ST columns, or a Hub dataset folder."""
+    if to == "hub-dataset":
+        from dualview.hub.dataset import export_hub_dataset
+
+        result = export_hub_dataset(source, out, license_id=license_id, review=review)
+        console.print(f"wrote {result.rows:,} rows and a dataset card to {result.path}")
+        return
     result = export(source, out, to, negatives)
     extra = f", {result.negative_columns} negative columns" if result.negative_columns else ""
     skipped = f", {result.skipped} skipped (too few negatives)" if result.skipped else ""

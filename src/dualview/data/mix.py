@@ -12,7 +12,14 @@ ins-orig   N orig                                 480k
 ins-dv     N/2 orig + the N/2 dv of those same    240k + 240k
 all-orig   N/2 orig + their N/2 plain counterparts 440k + 440k
 all-dv     N/2 orig + their N/2 dv                440k + 440k
+orig+dv    N/2 orig + their N/2 dv, additive      (not in the paper)
 =========  =====================================  =====================
+
+``orig+dv`` is the *additive* arm: the same parts as ``ins-dv``, under its own name because
+it is meant at twice the size (``size: auto`` in an experiment: every orig instance plus its
+dual view), so it sees as many unique queries as ``ins-orig`` at half its size, plus their
+reversals. Its fair control is a *step-matched* ``ins-orig`` (every orig instance, the same
+``max_steps``), not a size-matched one.
 
 Selection (deterministic given the inputs and ``seed``): ``orig`` ids are sorted and shuffled
 with the seed. For each paired part of count n, the first n shuffled instances that have such
@@ -81,6 +88,7 @@ PRESETS: dict[str, tuple[tuple[str, float, bool], ...]] = {
     "ins-dv": (("orig", 0.5, False), ("dv", 0.5, True)),
     "all-orig": (("orig", 0.5, False), ("plain", 0.5, True)),
     "all-dv": (("orig", 0.5, False), ("dv", 0.5, True)),
+    "orig+dv": (("orig", 0.5, False), ("dv", 0.5, True)),
 }
 PAPER_SIZES = {"ins-orig": 480_000, "ins-dv": 480_000, "all-orig": 880_000, "all-dv": 880_000}
 

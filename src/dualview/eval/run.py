@@ -10,7 +10,9 @@ Output, under ``out_dir``:
 
 - ``<model>/<benchmark>.json``: metrics, per-query values, counts, the model fingerprint and
   name, the data fingerprint and files, the settings, library versions, start time, seconds;
-- ``summary.json`` and ``summary.md``: every metric of every benchmark, one column per model.
+- ``summary.json`` and ``summary.md``: every metric of every benchmark, one column per model;
+- ``mteb/<model>/no_revision_available/<Task>.json``: mteb's result format for benchmarks mteb
+  also has (:mod:`dualview.eval.mteb_compat`).
 
 A result file whose model fingerprint, data fingerprint and settings match the current call
 is reused instead of recomputed, so an interrupted multi-model run resumes where it stopped.
@@ -28,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import AtomicJsonlWriter
+from dualview.data.jsonl import AtomicJsonlWriter, atomic_write_text
 from dualview.eval.benchmarks import load_benchmark, spec_label
 from dualview.eval.benchmarks.base import Benchmark, EvalContext
 from dualview.retrieval.encode import Encoder
@@ -165,6 +167,9 @@ def run_one(
     }
     with AtomicJsonlWriter(out_path) as writer:
         writer.write(payload)
+    from dualview.eval.mteb_compat import write_mteb_results
+
+    write_mteb_results(payload, out_path.parent.parent)  # OUT/mteb/<model>/... when mapped
     return payload
 
 
@@ -214,4 +219,4 @@ def write_summary(summary: Summary, out_dir: Path) -> None:
         writer.write(
             {"models": summary.models, "benchmarks": summary.benchmarks, "values": summary.values}
         )
-    (out_dir / "summary.md").write_text(summary.table() + "\n", encoding="utf-8")
+    atomic_write_text(out_dir / "summary.md", summary.table() + "\n")

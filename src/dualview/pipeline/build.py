@@ -29,7 +29,13 @@ from typing import Any
 
 from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
 from dualview.data import formats
-from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_records, write_jsonl
+from dualview.data.jsonl import (
+    AtomicJsonlWriter,
+    atomic_write_text,
+    count_lines,
+    iter_records,
+    write_jsonl,
+)
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.schema import Record
 from dualview.errors import DualviewError, Interrupted
@@ -47,9 +53,9 @@ DV = "dv.jsonl"  # the dual-view records that training may use
 def read_source(spec: SourceSpec) -> Iterator[Record]:
     """Records of a source spec: the gold set or a file in any supported format."""
     if spec.path.startswith(GOLD_PREFIX):
-        from dualview.data.gold import load_gold
+        from dualview.data.gold_folds import load_gold_source
 
-        records: Any = iter(load_gold(spec.path[len(GOLD_PREFIX) :]))
+        records: Any = iter(load_gold_source(spec.path[len(GOLD_PREFIX) :]))
     else:
         records = formats.get_reader(spec.format)(spec.path)
     kept = (r for r in records if r.view in spec.views)
@@ -242,7 +248,8 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
         configurations = dict(bases) if exp.evaluation.include_base else {}
         for label, stage_name in trained.items():
             configurations[label] = str(up[stage_name] / MODEL_DIR)
-        (out / CONFIGURATIONS).write_text(
+        atomic_write_text(
+            out / CONFIGURATIONS,
             json.dumps(
                 {
                     "models": configurations,
@@ -252,7 +259,7 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
                     },
                 },
                 indent=2,
-            )
+            ),
         )
         settings = EvalSettings(
             batch_size=exp.evaluation.batch_size, query_template=exp.evaluation.query_template

@@ -13,8 +13,9 @@ training: {base: configs/train/minilm-cpu.yaml, overrides: {max_steps: 40}}
 evaluation: {benchmarks: ["followir=src/dualview/demo/data/eval/followir"]}
 ```
 
-``path: gold:train`` (or ``gold:test``) reads the bundled gold set; any other path is read
-with ``format`` (``dualview``, ``promptriever``, ``beir``, ...).
+``path: gold:train`` (or ``gold:test``, or a leave-domains-out fold's ``gold:ldo-K-train`` /
+``gold:ldo-K-test``, see :mod:`dualview.data.gold_folds`) reads the bundled gold set; any
+other path is read with ``format`` (``dualview``, ``promptriever``, ``beir``, ...).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ class SourceSpec(StrictModel):
     def input_files(self) -> list[Path]:
         """Files whose content the stage key must hash."""
         if self.path.startswith(GOLD_PREFIX):
-            from dualview.data.gold import split_path
+            from dualview.data.gold_folds import gold_source_files
 
-            return [split_path(self.path[len(GOLD_PREFIX) :])]
+            return gold_source_files(self.path[len(GOLD_PREFIX) :])
         return [Path(self.path)]
 
 
@@ -78,7 +79,7 @@ class VerificationSpec(JobSpec):
 class MixSpec(StrictModel):
     """One training mix: a paper preset at ``size``, or a custom ``config`` (MixConfig)."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9._+-]+$")
     preset: str | None = None
     # An even number, or "auto": twice the number of dual-view records available (capped
     # by max_size), the same for every mix of the experiment, so mixes stay size-matched.

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dualview.errors import DualviewError
+from dualview.data.jsonl import atomic_write_text, fault_scope
+from dualview.errors import DualviewError, warn_once
 
 DONE_FILE = ".done.json"
 # Bump when a stage's on-disk output format changes, to invalidate old run folders.
@@ -78,13 +79,13 @@ class PlannedStage:
         """A finished folder of this very stage (same name and key) in another run."""
         for run_dir in self.reuse_from:
             candidate = run_dir / self.out_dir.name
-            if (candidate / DONE_FILE).exists() and read_done(candidate).get("key") == self.key:
+            if read_done(candidate).get("key") == self.key:
                 return candidate
         return None
 
     @property
     def status(self) -> str:
-        if (self.out_dir / DONE_FILE).exists():
+        if read_done(self.out_dir).get("key") == self.key:
             return "cached"
         if self.out_dir.exists():
             return "partial"
@@ -162,24 +163,40 @@ class Pipeline:
                     on_stage(item, "reused")
                 continue
             item.out_dir.mkdir(parents=True, exist_ok=True)
-            (item.out_dir / "params.json").write_text(
-                json.dumps(item.stage.params, indent=2, sort_keys=True, default=str)
+            atomic_write_text(
+                item.out_dir / "params.json",
+                json.dumps(item.stage.params, indent=2, sort_keys=True, default=str),
             )
             started = time.time()
             upstream = {dep: outputs[dep] for dep in item.stage.after}
+            fault_scope(item.stage.name)
             summary = item.stage.fn(item.out_dir, upstream) or {}
             done = {"key": item.key, "seconds": round(time.time() - started, 2), **summary}
-            (item.out_dir / DONE_FILE).write_text(json.dumps(done, indent=2, default=str))
+            atomic_write_text(item.out_dir / DONE_FILE, json.dumps(done, indent=2, default=str))
             if on_stage:
                 on_stage(item, "done")
         return outputs
 
     def _write_index(self, outputs: dict[str, Path]) -> None:
         index = {name: str(path.relative_to(self.run_dir)) for name, path in outputs.items()}
-        (self.run_dir / "stages.json").write_text(json.dumps(index, indent=2))
+        atomic_write_text(self.run_dir / "stages.json", json.dumps(index, indent=2))
 
 
 def read_done(out_dir: Path) -> dict[str, Any]:
-    """The summary a finished stage wrote (empty when unfinished)."""
+    """The summary a finished stage wrote (empty when unfinished).
+
+    A damaged marker (truncated, garbage, not an object) counts as unfinished: it is reported
+    once on stderr and removed, so the stage reruns instead of a wrong reuse or a crash.
+    """
     path = out_dir / DONE_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        done = json.loads(path.read_bytes())
+    except (ValueError, OSError):
+        done = None
+    if isinstance(done, dict) and isinstance(done.get("key"), str):
+        return done
+    warn_once(f"warning: {path}: damaged stage marker removed; the stage reruns")
+    path.unlink(missing_ok=True)
+    return {}

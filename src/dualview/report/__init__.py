@@ -1,14 +1,28 @@
-"""Reports: paper-layout tables (Markdown, CSV) and plots (PNG) from evaluation results."""
+"""Reports: paper-layout tables (Markdown, CSV) and plots (PNG) from evaluation results, with
+paired significance (:mod:`dualview.report.compare`) and error analysis
+(:mod:`dualview.report.flips`) of the configurations the report compares."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dualview.data.jsonl import atomic_write_text
+from dualview.report.compare import (
+    check_pairs,
+    compare_rows,
+    default_pairs,
+    is_base,
+    significance_csv,
+    significance_markdown,
+)
+from dualview.report.flips import error_analysis
 from dualview.report.plots import loss_curves, metric_bars, pmrr_distributions
 from dualview.report.table import ConfigResult, to_csv, to_markdown
 
-__all__ = ["ConfigResult", "ReportFiles", "write_report"]
+__all__ = ["ConfigResult", "ReportFiles", "ReportOptions", "write_report"]
 
 
 @dataclass
@@ -16,10 +30,38 @@ class ReportFiles:
     markdown: Path
     csv: Path
     plots: list[Path] = field(default_factory=list)
+    significance: Path | None = None
 
 
-def write_report(rows: list[ConfigResult], out_dir: str | Path, title: str) -> ReportFiles:
-    """Write ``report.md``, ``report.csv`` and the PNG plots into ``out_dir``."""
+@dataclass
+class ReportOptions:
+    """What a report compares beyond the table.
+
+    ``comparisons``: ``(arm, control)`` pairs for the significance table (``None``: the
+    default pairs of :func:`dualview.report.compare.default_pairs`; empty: none).
+    ``error_pairs``: ``(arm_a, arm_b)`` pairs for the flipped-query analysis (``None``: every
+    trained arm against ``Ins-orig``, when there is one).
+    ``sections``: extra ``(heading, markdown)`` sections appended as given (e.g. a human
+    review summary).
+    """
+
+    comparisons: Sequence[tuple[str, str]] | None = None
+    error_pairs: Sequence[tuple[str, str]] | None = None
+    n_resamples: int = 10_000
+    seed: int = 0
+    flip_limit: int = 10
+    sections: list[tuple[str, str]] = field(default_factory=list)
+
+
+def write_report(
+    rows: list[ConfigResult],
+    out_dir: str | Path,
+    title: str,
+    options: ReportOptions | None = None,
+) -> ReportFiles:
+    """Write ``report.md``, ``report.csv``, ``significance.csv``/``.json`` and the PNG plots
+    into ``out_dir``."""
+    options = options or ReportOptions()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = [
@@ -29,8 +71,25 @@ def write_report(rows: list[ConfigResult], out_dir: str | Path, title: str) -> R
     ]
     made = [p for p in plots if p is not None]
     markdown = to_markdown(rows, title=title)
+    comparisons = compare_rows(rows, options.comparisons, options.n_resamples, options.seed)
+    significance = None
+    if comparisons:
+        runs = max(row.runs for row in rows)
+        markdown += "\n" + significance_markdown(comparisons, runs)
+        atomic_write_text(out / "significance.csv", significance_csv(comparisons))
+        significance = out / "significance.json"
+        payload = [c.to_dict() for c in comparisons]
+        atomic_write_text(significance, json.dumps(payload, indent=1) + "\n")
+    error_pairs = options.error_pairs
+    if error_pairs is None:
+        error_pairs = [p for p in default_pairs([r.name for r in rows]) if not is_base(p[1])]
+    check_pairs(error_pairs, [r.name for r in rows])
+    if error_pairs:
+        markdown += "\n" + error_analysis(rows, error_pairs, options.flip_limit)
+    for heading, text in options.sections:
+        markdown += f"\n### {heading}\n\n{text.rstrip()}\n"
     if made:
         markdown += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in made) + "\n"
-    (out / "report.md").write_text(markdown)
-    (out / "report.csv").write_text(to_csv(rows))
-    return ReportFiles(out / "report.md", out / "report.csv", made)
+    atomic_write_text(out / "report.md", markdown)
+    atomic_write_text(out / "report.csv", to_csv(rows))
+    return ReportFiles(out / "report.md", out / "report.csv", made, significance)

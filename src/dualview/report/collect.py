@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dualview.data.jsonl import iter_binary_lines, read_json_file
+from dualview.errors import DataError
 from dualview.eval.run import display_value, model_slug
 from dualview.report.table import ConfigResult
 
@@ -23,27 +25,47 @@ EXTRA_METRICS = {
 }
 
 
-def paper_columns(kind: str, label: str, metrics: dict[str, float]) -> dict[str, float]:
-    """Map one benchmark's metrics to report columns (values already x100)."""
-    out: dict[str, float] = {}
+def column_sources(kind: str, label: str, metrics: dict[str, float]) -> dict[str, str]:
+    """Report column -> the benchmark's metric name behind it."""
+    out: dict[str, str] = {}
     if kind == "followir":
         for name, column in (("p-MRR", "FollowIR p-MRR"), ("Score", "FollowIR Score")):
             if name in metrics:
-                out[column] = display_value(name, metrics[name])
+                out[column] = name
     elif kind == "infosearch":
-        for name, value in metrics.items():
+        for name in metrics:
             dim, _, metric = name.partition("/")
             if metric == "p-MRR":
-                out[f"InfoSearch {dim} p-MRR"] = value
+                out[f"InfoSearch {dim} p-MRR"] = name
     elif kind == "mair":
-        for name, value in metrics.items():
+        for name in metrics:
             task, _, metric = name.partition("/")
             if metric == "nDCG@10":
-                out[f"MAIR {task} nDCG@10"] = display_value(metric, value)
+                out[f"MAIR {task} nDCG@10"] = name
     else:
         for name in EXTRA_METRICS.get(kind, tuple(metrics)):
             if name in metrics:
-                out[f"{label} {name}"] = display_value(name, metrics[name])
+                out[f"{label} {name}"] = name
+    return out
+
+
+def paper_columns(kind: str, label: str, metrics: dict[str, float]) -> dict[str, float]:
+    """Map one benchmark's metrics to report columns (values already x100)."""
+    sources = column_sources(kind, label, metrics)
+    return {column: display_value(name, metrics[name]) for column, name in sources.items()}
+
+
+def query_values(
+    kind: str, label: str, payload: dict[str, Any]
+) -> dict[str, dict[str, list[float]]]:
+    """Per report column, each query's value (x100 like the column) as a one-run list, for
+    the columns whose metric has per-query values in the result file."""
+    per_query = payload.get("per_query") or {}
+    out: dict[str, dict[str, list[float]]] = {}
+    for column, name in column_sources(kind, label, payload["metrics"]).items():
+        values = per_query.get(name)
+        if isinstance(values, dict) and values:
+            out[column] = {str(q): [display_value(name, float(v))] for q, v in values.items()}
     return out
 
 
@@ -66,14 +88,29 @@ def read_loss_log(path: Path) -> list[tuple[int, float]]:
     curve = []
     if not path.is_file():
         return curve
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for _, _, raw in iter_binary_lines(path):
         try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
+            entry = json.loads(raw)
+        except ValueError:  # a torn or garbage line: skipped
             continue
         if isinstance(entry, dict) and "loss" in entry and "step" in entry:
             curve.append((int(entry["step"]), float(entry["loss"])))
     return curve
+
+
+def _add_result(row: ConfigResult, path: Path) -> None:
+    """One evaluation JSON into ``row``; a file of another shape is a located error."""
+    payload = read_json_file(path)
+    try:
+        bench = payload["benchmark"]
+        kind, bench_label = bench["name"], bench["label"]
+        row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
+        row.per_query.update(pmrr_per_query(bench_label, payload))
+        row.query_values.update(query_values(kind, bench_label, payload))
+        if kind == "paired":
+            row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise DataError(path, None, "json", f"not a dualview eval result ({exc!r})") from None
 
 
 def collect_rows(
@@ -87,11 +124,7 @@ def collect_rows(
         row = ConfigResult(label)
         folder = Path(eval_dir) / model_slug(model_name)
         for path in sorted(folder.glob("*.json")):
-            payload = json.loads(path.read_text(encoding="utf-8"))
-            bench = payload["benchmark"]
-            kind, bench_label = bench["name"], bench["label"]
-            row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
-            row.per_query.update(pmrr_per_query(bench_label, payload))
+            _add_result(row, path)
         if loss_logs and label in loss_logs:
             row.loss_curve = read_loss_log(Path(loss_logs[label]))
         rows.append(row)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from dualview.errors import DualviewError
-from dualview.report import ReportFiles, write_report
+from dualview.data.jsonl import read_json_file
+from dualview.errors import DataError, DualviewError
+from dualview.report import ReportFiles, ReportOptions, write_report
 from dualview.report.collect import collect_rows
 from dualview.report.table import ConfigResult, aggregate
 
@@ -18,7 +18,9 @@ def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
     config_path = eval_stage / CONFIGURATIONS
     if not config_path.is_file():
         raise DualviewError(f"{config_path}: missing; the eval stage has not run yet")
-    configurations = json.loads(config_path.read_text())
+    configurations = read_json_file(config_path)
+    if not isinstance(configurations, dict) or not isinstance(configurations.get("models"), dict):
+        raise DataError(config_path, None, "models", "expected an object with a 'models' object")
     return collect_rows(
         eval_stage / "eval",
         configurations["models"],
@@ -26,9 +28,11 @@ def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
     )
 
 
-def report_from_eval_stage(eval_stage: Path, out_dir: Path, title: str) -> ReportFiles:
+def report_from_eval_stage(
+    eval_stage: Path, out_dir: Path, title: str, options: ReportOptions | None = None
+) -> ReportFiles:
     """Report of one eval stage folder."""
-    return write_report(rows_of_eval_stage(eval_stage), out_dir, title=title)
+    return write_report(rows_of_eval_stage(eval_stage), out_dir, title=title, options=options)
 
 
 def find_eval_stage(run_dir: Path) -> Path:
@@ -36,15 +40,20 @@ def find_eval_stage(run_dir: Path) -> Path:
     index_path = run_dir / "stages.json"
     if not index_path.is_file():
         raise DualviewError(f"{run_dir}: not a dualview run folder (no stages.json)")
-    index = json.loads(index_path.read_text())
-    if "eval" not in index:
+    index = read_json_file(index_path)
+    if not isinstance(index, dict) or not isinstance(index.get("eval"), str):
         raise DualviewError(f"{index_path}: the run has no eval stage")
     return run_dir / index["eval"]
 
 
-def report_runs(run_dirs: list[Path], out_dir: str | Path | None = None) -> ReportFiles:
+def report_runs(
+    run_dirs: list[Path],
+    out_dir: str | Path | None = None,
+    options: ReportOptions | None = None,
+) -> ReportFiles:
     """Tables and plots for one run folder (default output ``RUN_DIR/report``), or for
-    several runs of the same experiment (seeds): mean ± standard deviation per metric."""
+    several runs of the same experiment (seeds): mean ± standard deviation per metric;
+    paired significance and error analysis per ``options`` (seeds pooled by query)."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
     runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
@@ -56,4 +65,4 @@ def report_runs(run_dirs: list[Path], out_dir: str | Path | None = None) -> Repo
         if out_dir is None:
             raise DualviewError("report: several run folders need --out")
         default_out = Path(out_dir)
-    return write_report(rows, Path(out_dir or default_out), title=title)
+    return write_report(rows, Path(out_dir or default_out), title=title, options=options)
