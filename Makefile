@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,llm,faiss
+EXTRAS ?= dev,llm,faiss,docs
 TORCH_CPU ?= torch==2.13.0
 PYTEST_ARGS ?=
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo demo-fast test test-fast lint venv clean
+.PHONY: demo demo-fast test test-fast lint venv clean browser docs
 
 venv: $(STAMP)
 
@@ -49,7 +49,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-test: $(STAMP) lint
+# Headless Chromium + chromedriver for the review page's browser test (Debian packages; CI
+# runs as root). Does nothing when both are already installed.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y chromium chromium-driver)
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d .cache/site
+
+test: $(STAMP) lint browser docs
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP) lint

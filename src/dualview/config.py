@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dualview.errors import ConfigError
+from dualview.errors import ConfigError, DataError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -26,26 +26,31 @@ class StrictModel(BaseModel):
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One line per problem: ``SOURCE: key.path: message``."""
+    """All problems on one line: ``SOURCE: key.path: message; other.key: message``."""
     lines = []
     for err in exc.errors():
         key = ".".join(str(part) for part in err["loc"]) or "(root)"
         message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = "unknown key (typo?)"
-        lines.append(f"{source}: {key}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{key}: {message}")
+    return f"{source}: " + "; ".join(lines)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Load a YAML mapping, with a clear error for a missing file or bad YAML."""
+    from dualview.data.jsonl import read_input_text
+
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: file does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_input_text(path))
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+        where = getattr(exc, "problem_mark", None)
+        line = f":{where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or "not parseable"
+        raise ConfigError(f"{path}{line}: invalid YAML: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -91,8 +96,7 @@ def load_config(
 
 
 def dump_config(config: BaseModel, path: str | Path) -> None:
-    """Write a config back to YAML (round-trips through :func:`load_config`)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(
-        yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8"
-    )
+    """Write a config back to YAML atomically (round-trips through :func:`load_config`)."""
+    from dualview.data.jsonl import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

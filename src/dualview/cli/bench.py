@@ -49,6 +49,8 @@ def bench_synth(
     judge_max_tokens: Annotated[int | None, typer.Option(help="Judge answer tokens.")] = None,
     distractors: Annotated[int | None, typer.Option(help="Judge distractor passages.")] = None,
     concurrency: options.Concurrency = None,
+    engine: options.Engine = None,
+    ray_address: options.RayAddress = None,
     overrides: options.Overrides = None,
 ) -> None:
     """Reverse gold instances zero-/few-shot, judge the reversals, and check the judge against
@@ -56,7 +58,7 @@ def bench_synth(
     flags = {
         "backend.kind": backend,
         "backend.model": model,
-        "backend.base_url": base_url,
+        "backend.base_url": base_url or None,
         "backend.api_key_env": api_key_env,
         "limit": limit,
         "shots": _shots(shots) if shots is not None else None,
@@ -67,6 +69,8 @@ def bench_synth(
         "judge_sampling.max_tokens": judge_max_tokens,
         "verify.distractors": distractors,
         "runner.concurrency": concurrency,
+        "runner.engine": engine,
+        "runner.ray_address": ray_address,
     }
     judge = {
         "kind": judge_backend,

@@ -71,12 +71,59 @@ def report(
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default RUN_DIR/report).")
     ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            help="ARM:CONTROL pair for the significance table (repeatable; default: every "
+            "arm vs Ins-orig and vs base; 'none' for no table).",
+        ),
+    ] = None,
+    flips: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--flips",
+            help="ARM_A:ARM_B pair for the flipped-query error analysis (repeatable; "
+            "default: every arm vs Ins-orig; 'none' for none).",
+        ),
+    ] = None,
+    resamples: Annotated[
+        int, typer.Option(min=100, help="Randomization and bootstrap resamples.")
+    ] = 10_000,
+    review: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--review",
+            help="Verdict file of `dualview review` to summarize (repeatable; default: "
+            "RUN_DIR/review.jsonl when present).",
+        ),
+    ] = None,
 ) -> None:
-    """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run, or mean ± sd of several."""
+    """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run, or mean ± sd of several,
+    with paired significance (bootstrap CI, randomization p, Holm) and error analysis."""
+    from dualview.report import ReportOptions
     from dualview.report.run_report import report_runs
+    from dualview.review.stats import report_sections
 
-    files = report_runs(run_dirs, out)
+    options = ReportOptions(
+        comparisons=_pairs_option(compare),
+        error_pairs=_pairs_option(flips),
+        n_resamples=resamples,
+        sections=report_sections(review, run_dirs),
+    )
+    files = report_runs(run_dirs, out, options)
     _print_files(files)
+
+
+def _pairs_option(values: list[str] | None) -> list[tuple[str, str]] | None:
+    """``--compare``/``--flips`` values: None = default pairs, ``none`` = no pairs."""
+    from dualview.report.compare import parse_pair
+
+    if not values:
+        return None
+    if [v.lower() for v in values] == ["none"]:
+        return []
+    return [parse_pair(v) for v in values]
 
 
 def _print_table(csv_path: Path) -> None:

@@ -1,0 +1,199 @@
+"""The sentence-transformers model card of a saved dualview model (``MODEL/README.md``).
+
+:func:`render_model_card` reads what :meth:`dualview.train.model.BiEncoder.save` leaves in
+the folder (``dualview_train.yaml``, ``data_manifest.json``, ``dualview_model.json``) and,
+when given, the result JSONs of ``dualview eval`` for the model, and writes:
+
+- YAML metadata the Hub reads: ``library_name: sentence-transformers``, ``pipeline_tag``,
+  ``base_model`` (when the backbone is a Hub name), ``license``, tags, and a ``model-index``
+  with one result per benchmark (task, dataset, metrics);
+- the base model, how to load and query it, the training config, the data manifest and an
+  evaluation table (IR measures x100, p-MRR as is).
+
+The trainer writes the card on save (without evaluation); ``dualview model-card MODEL --eval
+DIR`` rewrites it with the evaluation table and the model-index.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dualview import __version__
+from dualview.data.jsonl import atomic_write_text, read_json_file
+from dualview.eval.run import display_value
+
+CARD_FILE = "README.md"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.is_file() else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = read_json_file(path) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def eval_results(paths: list[Path]) -> list[dict[str, Any]]:
+    """The ``dualview eval`` result JSONs under ``paths`` (files or folders), by label."""
+    files: list[Path] = []
+    for path in paths:
+        files += sorted(path.rglob("*.json")) if path.is_dir() else [path]
+    results = []
+    for file in files:
+        data = _read_json(file)
+        if isinstance(data.get("metrics"), dict) and isinstance(data.get("benchmark"), dict):
+            results.append(data)
+    return sorted(results, key=lambda r: r["benchmark"].get("label", ""))
+
+
+def model_index(name: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Hub's ``model-index`` block: one entry per benchmark, every scalar metric."""
+    entries = []
+    for result in results:
+        bench = result["benchmark"]
+        metrics = [
+            {"type": metric, "value": round(display_value(metric, value), 4), "name": metric}
+            for metric, value in result["metrics"].items()
+            if isinstance(value, int | float)
+        ]
+        entries.append(
+            {
+                "task": {"type": "text-retrieval", "name": "Instruction-following retrieval"},
+                "dataset": {
+                    "type": bench.get("hub_dataset") or bench.get("label"),
+                    "name": bench.get("name") or bench.get("label"),
+                    "split": "test",
+                },
+                "metrics": metrics,
+            }
+        )
+    return [{"name": name, "results": entries}] if entries else []
+
+
+def _is_hub_name(name: str) -> bool:
+    return "/" in name and not name.startswith(("/", ".", "~")) and not Path(name).exists()
+
+
+def card_metadata(
+    name: str, train: dict[str, Any], results: list[dict[str, Any]], license_id: str
+) -> dict[str, Any]:
+    """YAML header of the model card."""
+    base = str((train.get("model") or {}).get("name_or_path", ""))
+    meta: dict[str, Any] = {
+        "library_name": "sentence-transformers",
+        "pipeline_tag": "sentence-similarity",
+        "license": license_id,
+        "tags": [
+            "sentence-transformers",
+            "feature-extraction",
+            "dualview",
+            "instruction-following-retrieval",
+        ],
+    }
+    if _is_hub_name(base):
+        meta["base_model"] = base
+    if index := model_index(name, results):
+        meta["model-index"] = index
+    return meta
+
+
+def _eval_table(results: list[dict[str, Any]]) -> list[str]:
+    if not results:
+        return [
+            "Not evaluated yet: `dualview eval MODEL -b ... --out DIR`, then "
+            "`dualview model-card MODEL --eval DIR/<model>`."
+        ]
+    lines = ["| benchmark | metric | value |", "|---|---|---:|"]
+    for result in results:
+        label = result["benchmark"].get("label", "?")
+        for metric, value in result["metrics"].items():
+            if isinstance(value, int | float):
+                lines.append(f"| {label} | {metric} | {display_value(metric, value):.2f} |")
+    lines += ["", "IR measures are shown x100; p-MRR and accuracies as computed."]
+    return lines
+
+
+def _manifest_lines(manifest: dict[str, Any]) -> list[str]:
+    if not manifest:
+        return ["No data manifest was saved with the model."]
+    head = {k: manifest.get(k) for k in ("kind", "name", "seed", "size", "counts") if k in manifest}
+    lines = [f"`{json.dumps(head)}`", ""]
+    for src in manifest.get("sources", []):
+        lines.append(f"- `{Path(src['path']).name}` sha256 `{src['sha256'][:16]}`")
+    return lines
+
+
+def render_model_card(
+    model_dir: str | Path,
+    eval_paths: list[Path] | None = None,
+    name: str | None = None,
+    license_id: str = "apache-2.0",
+) -> str:
+    """The model card text for the saved model folder ``model_dir``."""
+    model_dir = Path(model_dir)
+    name = name or model_dir.resolve().parent.name or model_dir.name
+    train = _read_yaml(model_dir / "dualview_train.yaml")
+    manifest = _read_json(model_dir / "data_manifest.json")
+    info = _read_json(model_dir / "dualview_model.json")
+    results = eval_results(eval_paths or [])
+    model = train.get("model") or {}
+    template = info.get("query_template", "{query} {instruction}")
+    loss = train.get("loss") or {}
+    body = [
+        f"# {name}",
+        "",
+        f"A [sentence-transformers](https://www.sbert.net) bi-encoder trained with dualview "
+        f"{__version__} for instruction-following retrieval: queries carry an instruction, and "
+        "training on dual-view data (each instruction paired with a reversed one under which an "
+        "instruction negative becomes the positive) teaches the model to read it.",
+        "",
+        f"- Base model: `{model.get('name_or_path', 'unknown')}`",
+        f"- Pooling: {model.get('pooling', '-')}, normalized: {model.get('normalize', '-')}",
+        f"- Loss: {loss.get('objective', '-')} (temperature {loss.get('temperature', '-')})",
+        f"- Query text: `{template}`; document text: `title + ' ' + text`",
+        "",
+        "## Usage",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        'model = SentenceTransformer("PATH_OR_REPO")',
+        'q = model.encode_query(["what can replace eggs in baking? Only vegan answers."])',
+        'd = model.encode_document(["Flax seeds mixed with water bind a batter."])',
+        "print(model.similarity(q, d))",
+        "```",
+        "",
+        "## Evaluation",
+        "",
+        *_eval_table(results),
+        "",
+        "## Training data",
+        "",
+        *_manifest_lines(manifest),
+        "",
+        "## Training configuration",
+        "",
+        "```yaml",
+        yaml.safe_dump(train, sort_keys=False).rstrip() if train else "# not recorded",
+        "```",
+    ]
+    header = yaml.safe_dump(
+        card_metadata(name, train, results, license_id), sort_keys=False, allow_unicode=True
+    )
+    return f"---\n{header}---\n\n" + "\n".join(body) + "\n"
+
+
+def write_model_card(
+    model_dir: str | Path,
+    eval_paths: list[Path] | None = None,
+    name: str | None = None,
+    license_id: str = "apache-2.0",
+) -> Path:
+    """Write ``MODEL/README.md`` (see :func:`render_model_card`); returns its path."""
+    target = Path(model_dir) / CARD_FILE
+    atomic_write_text(target, render_model_card(model_dir, eval_paths, name, license_id))
+    return target

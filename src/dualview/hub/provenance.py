@@ -1,0 +1,83 @@
+"""What built a training file, gathered from the files dualview writes beside it.
+
+A mix (``dualview mix``) writes ``<file>.manifest.json`` naming its source files with their
+sha256; every LLM stage (seed, synth, verify, poison) writes ``<output>.stats.json`` with the
+model identity, the sampling, the task fingerprint (prompt template sha256, task settings,
+parser version) and the task summary (a verification's swap accuracy). :func:`collect` follows
+the manifest to its sources and reads the stats found beside each, so a dataset card can say
+how every record was made without the user restating it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dualview.data.jsonl import read_json_file
+from dualview.data.manifest import read_manifest
+from dualview.errors import DualviewError
+
+STATS_SUFFIX = ".stats.json"
+# Keys of an LLM stage's stats worth carrying into a card (the rest is run bookkeeping).
+LLM_KEYS = (
+    "task",
+    "model",
+    "sampling",
+    "task_fingerprint",
+    "job_fingerprint",
+    "units",
+    "outcomes",
+    "records_out",
+    "summary",
+    "complete",
+)
+
+
+def llm_stage(output: Path) -> dict[str, Any] | None:
+    """The card-relevant part of ``<output>.stats.json``, or ``None`` without one."""
+    stats_file = output.with_name(output.name + STATS_SUFFIX)
+    if not stats_file.is_file():
+        return None
+    stats = read_json_file(stats_file)
+    if not isinstance(stats, dict):
+        return None
+    return {"file": output.name, **{k: stats[k] for k in LLM_KEYS if k in stats}}
+
+
+def review_stats(path: str | Path) -> dict[str, Any]:
+    """Human-review accuracy: a JSON summary file, or a review folder read by ``review``.
+
+    The JSON form is ``{"accuracy": 0.8, "ci_low": 0.7, "ci_high": 0.9, "n": 50, ...}``;
+    a folder is summarised by :func:`dualview.review.review_summary` when that module is
+    installed.
+    """
+    path = Path(path)
+    if path.is_file():
+        data = read_json_file(path)
+    else:
+        try:
+            from dualview.review import review_summary  # type: ignore[attr-defined]
+        except ImportError:
+            raise DualviewError(
+                f"{path}: give a review summary JSON file (accuracy, ci_low, ci_high, n)"
+            ) from None
+        data = review_summary(path)
+        data = data if isinstance(data, dict) else getattr(data, "__dict__", {})
+    if not isinstance(data, dict) or "accuracy" not in data:
+        raise DualviewError(f"{path}: a review summary needs an 'accuracy' field")
+    return json.loads(json.dumps(data, default=str))
+
+
+def collect(source: str | Path, review: str | Path | None = None) -> dict[str, Any]:
+    """Provenance of the training file ``source`` (see module docstring)."""
+    source = Path(source)
+    manifest = read_manifest(source)
+    paths = [source] + [Path(s["path"]) for s in (manifest or {}).get("sources", [])]
+    stages = [stage for path in paths if (stage := llm_stage(path)) is not None]
+    return {
+        "file": source.name,
+        "manifest": manifest,
+        "llm_stages": stages,
+        "review": review_stats(review) if review is not None else None,
+    }
