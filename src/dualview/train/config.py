@@ -57,8 +57,8 @@ class ModelConfig(StrictModel):
     # "flash_attention_2" when the flash-attn package is installed).
     attn_implementation: str | None = None
     # Decoder-only retrievers (dualview.train.decoder): append the tokenizer's EOS to every
-    # text (None: when pooling is last_token, which also pads on the left, and the tokenizer
-    # has an EOS token; encoder tokenizers without one already end texts with [SEP]).
+    # text and pad on the left (None: when pooling is last_token and the tokenizer has an
+    # EOS token; encoder tokenizers without one already end texts with [SEP] and pad right).
     append_eos: bool | None = None
     # LoRA adapters instead of full fine-tuning (None: all weights train).
     lora: LoraSettings | None = None

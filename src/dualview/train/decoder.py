@@ -45,13 +45,17 @@ def appends_eos(config: ModelConfig, tokenizer) -> bool:
 
 
 def configure_tokenizer(tokenizer, config: ModelConfig) -> None:
-    """Left padding for last-token pooling; EOS appended to every text when configured."""
+    """EOS appended to every text and left padding when configured (decoders).
+
+    Left padding goes with the appended EOS only: an encoder with absolute position
+    embeddings (BERT) would see its positions shifted by left padding, so its embeddings
+    would depend on the batch; pooling the last token works with either side.
+    """
     if tokenizer.pad_token is None:  # decoders often lack one
         tokenizer.pad_token = tokenizer.eos_token
-    if config.pooling == "last_token":
-        tokenizer.padding_side = "left"
     if appends_eos(config, tokenizer):
         ensure_eos(tokenizer)
+        tokenizer.padding_side = "left"
 
 
 def ensure_eos(tokenizer) -> None:
