@@ -4,9 +4,11 @@ The stub (``python -m dualview.synth.testing``) runs in its own process and answ
 request after ``--latency`` seconds (250 ms by default). The runner (reverse task, OpenAI HTTP
 backend, cache, ordered output) runs here at concurrency 1, 16, 64 and 256. With a fixed
 latency L and concurrency C the ideal rate is C / L records per second; the table shows the
-measured rate, its share of the ideal (goal: >= 0.8 at 64), and the runner's own CPU time per
-record (this process only; the stub's CPU is not counted). Records are built from the real MS
-MARCO passages in ``../shared/data/msmarco-1743`` so that prompts have realistic sizes.
+measured rate, its share of the ideal (goal: >= 0.8 at 64 and 256), and the runner's own CPU
+time per record (this process only; the stub's CPU is not counted). ``--jitter J`` makes each
+answer take L x U(1-J, 1+J) instead (same mean), like a batching server's varied lengths.
+Records are built from the real MS MARCO passages in ``../shared/data/msmarco-1743`` so that
+prompts have realistic sizes.
 
 Writes ``benchmarks/results/synth_throughput.json``. On a shared machine other jobs slow the
 numbers down: the load average is recorded.
@@ -56,9 +58,10 @@ def make_records(n: int) -> list[Record]:
     return records
 
 
-def start_stub(latency: float) -> tuple[subprocess.Popen, str]:
+def start_stub(latency: float, jitter: float = 0.0, seed: int = 0) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, "-m", "dualview.synth.testing", "--latency", str(latency)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "dualview.synth.testing", "--latency", str(latency)],
+        [*command, "--jitter", str(jitter), "--seed", str(seed)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -97,6 +100,7 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.25)
+    parser.add_argument("--jitter", type=float, default=0.0, help="latency x U(1-J, 1+J)")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument(
         "--rounds", type=int, default=24, help="records = rounds x concurrency (steady state)"
@@ -112,7 +116,7 @@ def main() -> None:
     info = machine_start(
         with_torch=False, note="shared machine: other jobs were running; rates are lower bounds"
     )
-    stubs = [start_stub(args.latency) for _ in range(args.endpoints)]
+    stubs = [start_stub(args.latency, args.jitter, seed) for seed in range(args.endpoints)]
     urls = [url for _, url in stubs]
     if "ray" in args.engine:
         import ray
@@ -147,6 +151,7 @@ def main() -> None:
     report = {
         "benchmark": "synth_throughput",
         "latency_s": args.latency,
+        "jitter": args.jitter,
         "results": rows,
         "goal": "share_of_ideal >= 0.8 at concurrency 64 (and at 256 for one engine)",
         "goal_met": any(r["concurrency"] == 64 and r["share_of_ideal"] >= 0.8 for r in rows),

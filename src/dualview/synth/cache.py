@@ -42,6 +42,7 @@ class ResultCache:
         self._reader: BinaryIO | None = None
         self._peeker: BinaryIO | None = None
         self._scan()
+        self.found_on_open = len(self.index)  # entries of earlier runs (0: a fresh cache)
 
     def _scan(self) -> None:
         offset = 0

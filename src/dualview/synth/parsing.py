@@ -73,11 +73,13 @@ def strip_blocks(text: str, tag: str) -> str:
     return _block_pattern(tag).sub("", text)
 
 
+@lru_cache(maxsize=4096)  # template sentences and passages are compared again and again
 def normalize(text: str) -> str:
     """Case-folded, whitespace-collapsed, without punctuation at the ends (for comparisons)."""
     return _SPACE.sub(" ", text).strip(_EDGE_PUNCT).casefold()
 
 
+@lru_cache(maxsize=4096)
 def words_only(text: str) -> str:
     """Case-folded words joined by single spaces: what echo checks compare, so that a comma
     or a dash does not hide a copied sentence."""

@@ -47,7 +47,7 @@ from dualview.synth.backends.base import (
 )
 from dualview.synth.cache import ResultCache, job_fingerprint, unit_key
 from dualview.synth.limits import Limits
-from dualview.synth.task import LLM, STATUSES, Outcome, Task
+from dualview.synth.task import LLM, STATUSES, Outcome, Task, Turnstile
 
 UnitSource = Callable[[], Iterator[list[Record]]]
 
@@ -141,6 +141,7 @@ class Runner:
         self.config = config
         self.shard = Shard.parse(config.shard)
         self.limits = Limits(config.requests_per_minute, config.tokens_per_minute)
+        self.turnstile: Turnstile | None = None  # one per event loop, set by _execute
         self.fingerprint = self._job_fingerprint(task.fingerprint())
         # Jobs whose prompts were the same but whose answers an older parser judged.
         earlier = getattr(task, "earlier_fingerprints", lambda: [])()
@@ -206,6 +207,7 @@ class Runner:
         tally: Tally,
     ) -> None:
         slots = asyncio.Semaphore(self.config.concurrency)
+        self.turnstile = Turnstile()
         inflight: dict[str, asyncio.Task] = {}
         fatal: list[BaseException] = []
 
@@ -259,6 +261,8 @@ class Runner:
 
     def _earlier_outcome(self, cache: ResultCache, unit: list[Record]) -> Outcome | None:
         """The unit's cached result under an older parser of this task, if any."""
+        if not cache.found_on_open:  # a fresh cache holds no earlier answers
+            return None
         for fingerprint in self.replay_fingerprints:
             earlier = cache.peek(unit_key(fingerprint, unit))
             if earlier is not None:
@@ -274,7 +278,8 @@ class Runner:
         usage of the replayed calls is carried over.
         """
         replay = earlier.raw if earlier is not None else None
-        llm = LLM(self.backend, self.params, self.limits if self.limits.active else None, replay)
+        limits = self.limits if self.limits.active else None
+        llm = LLM(self.backend, self.params, limits, replay, self.turnstile)
         try:
             outcome = await self.task.run(unit, llm)
         except TransientBackendError as exc:

@@ -8,6 +8,7 @@ and adds up tokens and latency, so tasks never deal with cost or retries.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
@@ -63,6 +64,26 @@ class Outcome:
 FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Outcome))
 
 
+class Turnstile:
+    """Lets the coroutines that pass it resume one per event-loop iteration.
+
+    Without it, answers that arrive together are all handled in one loop iteration, and the
+    requests they free slots for go out only after the whole batch was handled (asyncio runs
+    ready callbacks in FIFO order). With a server whose answers take about the same time,
+    the runner then sends, waits and handles in lockstep, and its handling time per batch
+    (concurrency x CPU per unit) adds to every round trip. Passing answers one at a time
+    lets each freed slot's request go out while the rest are still being handled, so the
+    requests spread out in time and the lockstep dissolves (``benchmarks/synth_throughput.py``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()  # FIFO: first come, first through
+
+    async def through(self) -> None:
+        async with self._lock:
+            await asyncio.sleep(0)
+
+
 class LLM:
     """The LLM as one task run sees it: prompt in, text out; usage is accumulated here."""
 
@@ -72,10 +93,12 @@ class LLM:
         params: SamplingParams,
         limits: Limits | None = None,
         replay: list[str] | None = None,
+        turnstile: Turnstile | None = None,
     ) -> None:
         self.backend = backend
         self.params = params
         self.limits = limits
+        self.turnstile = turnstile
         self.tokens_in = 0
         self.tokens_out = 0
         self.latencies: list[float] = []
@@ -96,6 +119,8 @@ class LLM:
         if self.limits is not None:
             reserved = await self.limits.before_call(prompt, self.params.max_tokens)
         completion = await self.backend.complete(messages, self.params)
+        if self.turnstile is not None:
+            await self.turnstile.through()
         if self.limits is not None:
             self.limits.after_call(reserved, completion.tokens_in + completion.tokens_out)
         self.tokens_in += completion.tokens_in

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,9 +76,17 @@ class StubServer:
         self,
         responder: Callable[[dict[str, Any]], StubReply] | None = None,
         latency_s: float = 0.0,
+        jitter: float = 0.0,
+        seed: int = 0,
     ) -> None:
+        if not 0.0 <= jitter < 1.0:
+            raise ValueError(f"jitter {jitter}: expected a share in [0, 1)")
         self.responder = responder or default_reply
         self.latency_s = latency_s
+        # Each answer waits latency_s * U(1 - jitter, 1 + jitter): the mean stays latency_s,
+        # and answers stop arriving in lockstep, as they do from a batching LLM server.
+        self.jitter = jitter
+        self._rng = random.Random(seed)
         self.requests = 0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,10 +141,15 @@ class StubServer:
                     self.requests += 1
                 request = json.loads(body or b"{}")
                 reply = self.responder(request)
-                await asyncio.sleep(self.latency_s + reply.delay_s)
+                await asyncio.sleep(self._latency() + reply.delay_s)
                 writer.write(self._response(reply, request))
                 await writer.drain()
         writer.close()
+
+    def _latency(self) -> float:
+        if not self.jitter:
+            return self.latency_s
+        return self.latency_s * self._rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
 
     @staticmethod
     def _response(reply: StubReply, request: dict[str, Any]) -> bytes:
@@ -165,8 +179,13 @@ class StubServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+    parser.add_argument(
+        "--jitter", type=float, default=0.0,
+        help="each answer waits latency x U(1-jitter, 1+jitter) (mean unchanged)",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="seed of the jitter")
     args = parser.parse_args()
-    with StubServer(latency_s=args.latency) as server:
+    with StubServer(latency_s=args.latency, jitter=args.jitter, seed=args.seed) as server:
         print(server.base_url, flush=True)
         threading.Event().wait()
 
