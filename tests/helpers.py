@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dualview.data.schema import Document, Record
@@ -20,6 +23,38 @@ def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None)
         timeout=timeout,
         env=full_env,
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _gloo_rank(rank: int, port: int, fn: Callable[..., Any], args: tuple, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    torch.set_num_threads(1)
+    try:
+        result = fn(*args)
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def on_two_gloo_ranks(fn: Callable[..., Any], args: tuple, workdir: Path) -> Any:
+    """``fn(*args)`` run in 2 spawned processes joined by a gloo process group; rank 0's
+    result. ``fn`` must be a module-level function (spawn pickles it by name)."""
+    import torch
+    import torch.multiprocessing as mp
+
+    out = workdir / "rank0.pt"
+    mp.spawn(_gloo_rank, args=(free_port(), fn, args, str(out)), nprocs=2)
+    return torch.load(out, weights_only=False)
 
 
 def doc(text: str, doc_id: str | None = None, title: str = "") -> Document:

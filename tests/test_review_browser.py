@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dualview.review.store import read_verdicts
+from tests.helpers import free_port
 from tests.review_fixtures import write_dv_file
 
 CHROMIUM = "/usr/bin/chromium"
@@ -38,12 +39,6 @@ FLAGS = [
 
 pytestmark = pytest.mark.slow
 CTRL_ENTER = "<ctrl-enter>"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(data: Path, port: int) -> subprocess.Popen:
@@ -115,7 +110,7 @@ def test_label_by_keyboard_survives_a_killed_server(browser, tmp_path: Path) -> 
 
     data = write_dv_file(tmp_path / "dv.jsonl", {"law": 6, "food": 3})
     verdicts = tmp_path / "dv.jsonl.review.jsonl"
-    port = _free_port()
+    port = free_port()
     server = _start(data, port)
     shots = Path(os.environ.get("DUALVIEW_REVIEW_SCREENSHOTS", tmp_path))
     try:

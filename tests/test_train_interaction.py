@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import math
-import socket
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from dualview.data.jsonl import iter_records
 from dualview.train.batching import build_batch
@@ -28,6 +25,7 @@ from dualview.train.step import (
     query_embeddings,
     text_groups,
 )
+from tests.helpers import on_two_gloo_ranks
 from tests.train_tiny import make_tiny_encoder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
@@ -212,30 +210,16 @@ def test_gradcache_equals_plain_with_cross_attention(tiny: Path, loss_name: str)
 CASES = [("inf_multi_P_I_IQ", None), ("inf_multi_P_I_IQ", 2), ("infonce", 3)]
 
 
-def _worker(rank: int, port: int, tiny: str, out: str) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    torch.set_num_threads(1)
-    try:
-        model = _model(Path(tiny))
-        results = [_run(model, loss_name, chunk) for loss_name, chunk in CASES]
-        if rank == 0:
-            torch.save(results, out)
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _cross_attention_results(tiny: str) -> list:
+    """What each rank computes (rank 0's result is compared with one process)."""
+    model = _model(Path(tiny))
+    return [_run(model, loss_name, chunk) for loss_name, chunk in CASES]
 
 
 @pytest.mark.slow
 def test_two_gloo_processes_equal_single_with_cross_attention(tiny: Path, tmp_path: Path) -> None:
     """Token states gathered over ranks; the head's gradient is averaged, not summed."""
-    out = tmp_path / "rank0.pt"
-    mp.spawn(_worker, args=(_free_port(), str(tiny), str(out)), nprocs=2)
-    gathered = torch.load(out, weights_only=False)
+    gathered = on_two_gloo_ranks(_cross_attention_results, (str(tiny),), tmp_path)
     model = _model(tiny)
     for (loss_name, _), result in zip(CASES, gathered, strict=True):
         _assert_same(result, _run(model, loss_name, None))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,17 +31,12 @@ from dualview.errors import ConfigError
 from dualview.train.config import TrainConfig
 from dualview.train.launch import check_launch
 from dualview.train.trainer import train
+from tests.helpers import free_port
 from tests.train_tiny import make_tiny_encoder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
 STEPS = 12  # 16 records, batch 4 -> 4 steps per epoch, 3 epochs
 TOLERANCE = 1e-5
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -61,7 +55,7 @@ def _launch(launcher: str, config: Path, out: Path, *extra: str) -> list[str]:
         prefix = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     else:  # --multi_gpu selects torch.distributed's launcher; on CPU the ranks use gloo
         prefix = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-        prefix += ["--main_process_port", str(_free_port()), "--mixed_precision", "no"]
+        prefix += ["--main_process_port", str(free_port()), "--mixed_precision", "no"]
     return [sys.executable, *prefix, *train_args]
 
 

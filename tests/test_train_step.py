@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from dualview.data.jsonl import iter_records
 from dualview.train.batching import build_batch
@@ -21,6 +18,7 @@ from dualview.train.step import (
     contrastive_step,
     shard_bounds,
 )
+from tests.helpers import on_two_gloo_ranks
 from tests.train_tiny import make_tiny_encoder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
@@ -95,30 +93,16 @@ def test_step_reports_real_and_padded_tokens(tiny: Path) -> None:
 CASES = [("infonce", None), ("inf_multi_P_I_IQ", 2)]
 
 
-def _worker(rank: int, port: int, tiny: str, out: str) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    torch.set_num_threads(1)
-    try:
-        model = _model(Path(tiny))
-        results = [_run(model, loss_name, chunk) for loss_name, chunk in CASES]
-        if rank == 0:
-            torch.save(results, out)
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _full_batch_results(tiny: str) -> list:
+    """What each rank computes (rank 0's result is compared with one process)."""
+    model = _model(Path(tiny))
+    return [_run(model, loss_name, chunk) for loss_name, chunk in CASES]
 
 
 @pytest.mark.slow
 def test_two_gloo_processes_equal_single_full_batch(tiny: Path, tmp_path: Path) -> None:
     """Each rank encodes half the batch; gathered loss and summed gradients = one process."""
-    out = tmp_path / "rank0.pt"
-    mp.spawn(_worker, args=(_free_port(), str(tiny), str(out)), nprocs=2)
-    gathered = torch.load(out, weights_only=False)
+    gathered = on_two_gloo_ranks(_full_batch_results, (str(tiny),), tmp_path)
     model = _model(tiny)
     for (loss_name, _), result in zip(CASES, gathered, strict=True):
         _assert_same(result, _run(model, loss_name, None))
