@@ -9,31 +9,23 @@ import pytest
 import torch
 
 from dualview.data.jsonl import iter_records
-from dualview.train.batching import build_batch
 from dualview.train.config import ModelConfig
 from dualview.train.interaction import (
     InstructionQueryAttention,
     encode_instructed_queries,
     pair_index,
 )
-from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
+from dualview.train.losses import RelationInfoNCE
 from dualview.train.model import BiEncoder
 from dualview.train.step import (
     Chunking,
-    all_reduce_gradients,
     contrastive_step,
     query_embeddings,
     text_groups,
 )
 from tests.helpers import on_two_gloo_ranks
+from tests.step_checks import FIXTURE, LOSSES, assert_same_step, run_step, step_batch
 from tests.train_tiny import make_tiny_encoder
-
-FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
-LOSSES = {
-    "infonce": lambda: RelationInfoNCE(0.05),
-    "inf_uni_P_I_IQ": lambda: InfEmbedLoss(["P", "I", "IQ"], False, 0.05),
-    "inf_multi_P_I_IQ": lambda: InfEmbedLoss(["P", "I", "IQ"], True, 0.05),
-}
 
 
 def _reference(head, inst, inst_mask, query, query_mask, pooling):
@@ -125,38 +117,18 @@ def _model(path: Path, interaction: str = "cross_attention") -> BiEncoder:
     return model
 
 
-def _batch():
-    return build_batch(list(iter_records(FIXTURE))[:4], 30, "{query} {instruction}")
-
-
-def _run(model: BiEncoder, loss_name: str, chunk: int | Chunking | None) -> tuple[float, dict]:
-    model.zero_grad(set_to_none=True)
-    stats = contrastive_step(model, LOSSES[loss_name](), _batch(), chunk_size=chunk)
-    all_reduce_gradients(model)
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return stats.loss, grads
-
-
-def _assert_same(a: tuple[float, dict], b: tuple[float, dict]) -> None:
-    assert a[0] == pytest.approx(b[0], rel=1e-5)
-    assert a[1].keys() == b[1].keys() and a[1]
-    scale = max(float(g.abs().max()) for g in b[1].values())
-    for name, grad in a[1].items():
-        torch.testing.assert_close(grad, b[1][name], rtol=1e-4, atol=1e-4 * scale, msg=name)
-
-
 def test_concat_is_the_default_and_has_no_head(tiny: Path) -> None:
     assert ModelConfig().interaction == "concat"
     model = _model(tiny, "concat")
     assert model.head is None
     assert not any(k.startswith("head.") for k in model.state_dict())
-    assert set(text_groups(_batch(), RelationInfoNCE())) == {"queries", "documents"}
+    assert set(text_groups(step_batch(), RelationInfoNCE())) == {"queries", "documents"}
 
 
 def test_step_embeddings_are_the_head_on_separate_encodings(tiny: Path) -> None:
     """queries[i] = head(I_i, Q_i) and cross[i, j] = head(I_j, Q_i), from single encodings."""
     model = _model(tiny)
-    batch = _batch()
+    batch = step_batch()
     loss_fn = LOSSES["inf_multi_P_I_IQ"]()
     groups = text_groups(batch, loss_fn, "cross_attention")
     assert set(groups) == {"instructions", "query_tokens", "documents"}
@@ -199,12 +171,12 @@ def test_step_embeddings_are_the_head_on_separate_encodings(tiny: Path) -> None:
 @pytest.mark.parametrize("loss_name", sorted(LOSSES))
 def test_gradcache_equals_plain_with_cross_attention(tiny: Path, loss_name: str) -> None:
     model = _model(tiny)
-    plain = _run(model, loss_name, None)
+    plain = run_step(model, loss_name, None)
     assert plain[0] > 0
     assert any(name.startswith("head.") for name in plain[1])  # the head is trained
     assert any(name.startswith("backbone.") for name in plain[1])
-    _assert_same(_run(model, loss_name, 2), plain)
-    _assert_same(_run(model, loss_name, Chunking(max_tokens=120)), plain)
+    assert_same_step(run_step(model, loss_name, 2), plain)
+    assert_same_step(run_step(model, loss_name, Chunking(max_tokens=120)), plain)
 
 
 CASES = [("inf_multi_P_I_IQ", None), ("inf_multi_P_I_IQ", 2), ("infonce", 3)]
@@ -213,7 +185,7 @@ CASES = [("inf_multi_P_I_IQ", None), ("inf_multi_P_I_IQ", 2), ("infonce", 3)]
 def _cross_attention_results(tiny: str) -> list:
     """What each rank computes (rank 0's result is compared with one process)."""
     model = _model(Path(tiny))
-    return [_run(model, loss_name, chunk) for loss_name, chunk in CASES]
+    return [run_step(model, loss_name, chunk) for loss_name, chunk in CASES]
 
 
 @pytest.mark.slow
@@ -222,7 +194,7 @@ def test_two_gloo_processes_equal_single_with_cross_attention(tiny: Path, tmp_pa
     gathered = on_two_gloo_ranks(_cross_attention_results, (str(tiny),), tmp_path)
     model = _model(tiny)
     for (loss_name, _), result in zip(CASES, gathered, strict=True):
-        _assert_same(result, _run(model, loss_name, None))
+        assert_same_step(result, run_step(model, loss_name, None))
 
 
 @pytest.mark.slow
