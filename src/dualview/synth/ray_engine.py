@@ -28,7 +28,7 @@ from dualview.errors import ConfigError, DualviewError
 from dualview.progress import make_progress
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
-from dualview.synth.cache import ResultCache, unit_key
+from dualview.synth.cache import ResultCache
 from dualview.synth.runner import Runner, RunnerConfig, Tally, UnitSource
 from dualview.synth.task import Outcome, Task
 
@@ -99,12 +99,7 @@ class RayRunner(Runner):
         self, units: UnitSource, lo: int, hi: int, cache: ResultCache, tally: Tally
     ) -> list[dict[str, str]]:
         rows: dict[str, dict[str, str]] = {}
-        for position, unit in enumerate(units()):
-            if position < lo:
-                continue
-            if position >= hi:
-                break
-            key = unit_key(self.fingerprint, unit)
+        for key, unit in self._keyed(units, lo, hi):
             if key in cache:
                 tally.counts[cache.status(key)] += 1
                 continue

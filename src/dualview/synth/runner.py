@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,12 +234,9 @@ class Runner:
                     slots.release()
                     inflight.pop(key, None)
 
-            for position, unit in enumerate(units()):
-                if position < lo:
-                    continue
-                if position >= hi or fatal:
+            for key, unit in self._keyed(units, lo, hi):
+                if fatal:
                     break
-                key = unit_key(self.fingerprint, unit)
                 if key in cache:
                     done(cache.status(key), False)
                     continue
@@ -258,6 +256,11 @@ class Runner:
         real = [e for e in fatal if not isinstance(e, asyncio.CancelledError)]
         if real:
             raise real[0]
+
+    def _keyed(self, units: UnitSource, lo: int, hi: int) -> Iterator[tuple[str, list[Record]]]:
+        """The units at positions ``[lo, hi)`` of the input, each with its cache key."""
+        for unit in islice(units(), lo, hi):
+            yield unit_key(self.fingerprint, unit), unit
 
     def _earlier_outcome(self, cache: ResultCache, unit: list[Record]) -> Outcome | None:
         """The unit's cached result under an older parser of this task, if any."""
@@ -310,12 +313,7 @@ class Runner:
             AtomicJsonlWriter(out) as kept,
             AtomicJsonlWriter(side_path(out, "dropped.jsonl")) as dropped,
         ):
-            for position, unit in enumerate(units()):
-                if position < lo:
-                    continue
-                if position >= hi:
-                    break
-                key = unit_key(self.fingerprint, unit)
+            for key, unit in self._keyed(units, lo, hi):
                 outcome = cache.get(key) if key in cache else errors[key]
                 outcomes[outcome.status] += 1
                 counts.update(outcome.counts)
