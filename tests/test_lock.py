@@ -87,3 +87,25 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
             pass
     with folder_lock(tmp_path / "run"):  # released at the end of the block
         pass
+
+
+def test_a_second_training_on_the_same_output_folder_exits_2(tmp_path: Path) -> None:
+    """The lock is taken before anything is loaded or written (here the model path does not
+    even exist: without the lock the error would be about the model)."""
+    out = tmp_path / "model-out"
+    config = tmp_path / "train.yaml"
+    train_file = FIXTURES / "train" / "dv_small.jsonl"
+    config.write_text(
+        f"data: {{train_file: {train_file}}}\noutput_dir: {out}\n"
+        f"model: {{name_or_path: {tmp_path / 'no-such-model'}}}\n"
+    )
+    holder = hold(out / LOCK_FILE)
+    try:
+        result = run_cli("train", str(config))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2
+    line = one_error_line(result.stderr)
+    assert f"pid {holder.pid}" in line and "training folder" in line
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing else written

@@ -35,6 +35,7 @@ from dualview.data.jsonl import AppendJsonlWriter, atomic_write_text, repair_tor
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
+from dualview.lock import folder_lock
 from dualview.perf import (
     ModelShape,
     ThroughputMeter,
@@ -463,5 +464,12 @@ def truncate_log(path: Path, step: int) -> None:
 
 
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
-    """Library entry point: build a :class:`Trainer` and run it."""
-    return Trainer(config).train(resume=resume)
+    """Library entry point: build a :class:`Trainer` and run it.
+
+    One training per output folder: the first process (``RANK`` 0, or the only one) holds
+    ``OUTPUT_DIR/.dualview.lock`` for the whole run, so a second run on the same folder stops
+    at once (exit 2, naming the holder's pid) instead of mixing checkpoints and logs.
+    """
+    first = int(os.environ.get("RANK", "0")) == 0
+    with folder_lock(config.output_dir, "training folder") if first else nullcontext():
+        return Trainer(config).train(resume=resume)
