@@ -1,7 +1,7 @@
 """Configuration base: strict pydantic models loaded from YAML.
 
 Every stage keeps its own config model next to its code (``dualview.train.config`` and so on);
-all of them derive from :class:`StrictModel`, so an unknown or mistyped key is an error that
+all of them derive from `StrictModel`, so an unknown or mistyped key is an error that
 names the key and the file instead of a silently ignored default.
 """
 
@@ -96,7 +96,7 @@ def load_config(
 
 
 def dump_config(config: BaseModel, path: str | Path) -> None:
-    """Write a config back to YAML atomically (round-trips through :func:`load_config`)."""
+    """Write a config back to YAML atomically (round-trips through `load_config`)."""
     from dualview.data.jsonl import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

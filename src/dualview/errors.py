@@ -52,7 +52,7 @@ _OS_REASONS = {
 
 
 def input_error(path: str | Path, exc: OSError) -> DataError:
-    """An :class:`OSError` about ``path`` as a one-line :class:`DataError` (``PATH: file: ...``)."""
+    """An `OSError` about ``path`` as a one-line `DataError` (``PATH: file: ...``)."""
     reason = _OS_REASONS.get(exc.errno or -1) or exc.strerror or type(exc).__name__
     return DataError(path, None, "file", reason)
 

@@ -1,9 +1,9 @@
 """One writer per folder: an advisory lock (``fcntl.flock``) on a lock file naming its holder.
 
 Two processes appending to the same run folder or synthesis cache would interleave lines and
-overwrite each other's state. :func:`exclusive` takes a non-blocking exclusive ``flock`` on a
+overwrite each other's state. `exclusive` takes a non-blocking exclusive ``flock`` on a
 lock file and writes ``{"pid", "host", "since"}`` into it; a second process gets a
-:class:`LockedError` (exit 2) naming the holder's pid and host instead of waiting.
+`LockedError` (exit 2) naming the holder's pid and host instead of waiting.
 
 The kernel drops a ``flock`` when its process dies, so a lock left by a killed process
 (SIGKILL, power loss) is stale by construction: the next process takes it and overwrites the
@@ -44,7 +44,7 @@ def read_holder(lock_path: Path) -> dict:
 def exclusive(lock_path: str | Path, what: str = "folder") -> Iterator[dict]:
     """Hold ``lock_path`` for the block; yields this holder's ``{"pid", "host", "since"}``.
 
-    Raises :class:`LockedError` at once when a live process holds it.
+    Raises `LockedError` at once when a live process holds it.
     """
     lock_path = Path(lock_path)
     try:
@@ -77,5 +77,5 @@ def exclusive(lock_path: str | Path, what: str = "folder") -> Iterator[dict]:
 
 
 def folder_lock(folder: str | Path, what: str = "run folder"):
-    """:func:`exclusive` on ``FOLDER/.dualview.lock``."""
+    """`exclusive` on ``FOLDER/.dualview.lock``."""
     return exclusive(Path(folder) / LOCK_FILE, what)

@@ -12,7 +12,7 @@ model's shape and the real (unpadded) token counts, over the device's dense bf16
   step ``4 x`` (the no-grad pass, the re-forward with gradients, and the backward).
 
 Padding tokens are not counted: work on padding is waste, and MFU should show it. This is the
-PaLM paper's accounting (attention included); :func:`encoder_flops` can leave attention out
+PaLM paper's accounting (attention included); `encoder_flops` can leave attention out
 for comparison with the simpler ``6 N T`` rule.
 """
 
@@ -123,7 +123,7 @@ def peak_memory_gib() -> float | None:
 
 @dataclass
 class ThroughputMeter:
-    """Tokens and analytic FLOPs per wall-clock second since the last :meth:`reset`.
+    """Tokens and analytic FLOPs per wall-clock second since the last `reset`.
 
     ``peak`` is the device's dense bf16 peak in TFLOP/s (``None``: MFU is not reported).
     """

@@ -1,7 +1,7 @@
 """The ``dualview`` command line: one thin module per stage, each registering its commands.
 
 Every command parses arguments, loads its config and calls the library; user-facing errors
-(:class:`dualview.errors.DualviewError`) become one line on stderr and exit code 2.
+(`dualview.errors.DualviewError`) become one line on stderr and exit code 2.
 """
 
 from __future__ import annotations

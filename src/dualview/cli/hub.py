@@ -1,4 +1,4 @@
-"""``dualview push`` and ``dualview model-card``: Hub-ready artifacts (:mod:`dualview.hub`)."""
+"""``dualview push`` and ``dualview model-card``: Hub-ready artifacts (`dualview.hub`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The hand-written gold dual-view set: authoring format, validation, records and split.
 
 Writers author one instance per line in ``dualview/data/gold/source/<domain>.jsonl`` (format
-and writing rules: ``dualview/data/gold/CARD.md``). :func:`load_instances` validates every
-line and raises :class:`~dualview.errors.DataError` naming file, line and field for any rule
-violation. :func:`build_records` turns an instance into its ``orig`` record and its ``dv``
+and writing rules: ``dualview/data/gold/CARD.md``). `load_instances` validates every
+line and raises `dualview.errors.DataError` naming file, line and field for any rule
+violation. `build_records` turns an instance into its ``orig`` record and its ``dv``
 record (the dual view under the gold reversed instruction):
 
 - ``orig``: query, instruction, positive P+, instruction negatives (N* and the other N_i),
@@ -15,9 +15,9 @@ Each record gets ``n_hard`` hard negatives: the two written ones plus determinis
 drawn from other instances of the same domain (their hard negatives or positives, never a
 document of the instance itself). The train/test split is fixed by instance: each domain
 gives ``ceil(test_fraction * n)`` instances to test, chosen by hash so that constraint types
-are balanced over the test split (:func:`assign_splits`). :func:`build` writes
+are balanced over the test split (`assign_splits`). `build` writes
 ``train.jsonl``, ``test.jsonl``, ``counts.json`` and the counts table of ``CARD.md``;
-:func:`load_gold` reads a split back as records.
+`load_gold` reads a split back as records.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def _check_semantics(inst: GoldInstance, path: Path, line: int) -> None:
 
 
 def parse_instance(obj: dict, path: Path, line: int) -> GoldInstance:
-    """Validate one decoded line; any violation is a :class:`DataError` at ``path:line``."""
+    """Validate one decoded line; any violation is a `DataError` at ``path:line``."""
     try:
         inst = GoldInstance.model_validate(obj)
     except ValidationError as exc:
@@ -372,7 +372,7 @@ def load_gold(split: str, gold_dir: str | Path = GOLD_DIR) -> list[Record]:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What :func:`build` wrote."""
+    """What `build` wrote."""
 
     paths: dict[str, Path]
     counts: dict

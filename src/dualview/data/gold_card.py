@@ -3,7 +3,7 @@
 The counts are computed from the built records alone (``meta`` carries domain, constraint
 type, instance and split), so a test can recompute them from ``train.jsonl``/``test.jsonl``
 and compare with ``counts.json`` and ``CARD.md``. The card is hand-written except for the
-block between :data:`CARD_START` and :data:`CARD_END`, which :func:`update_card` rewrites.
+block between `CARD_START` and `CARD_END`, which `update_card` rewrites.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Names, usable wherever a gold split is (``instructions.path: gold:ldo-3-train``)
 
 The held-out sides are also bundled as paired evaluation sets
 (``dualview/data/gold/folds/ldo-K``: ``corpus.jsonl`` + ``pairs.jsonl``, the layout of
-:func:`dualview.eval.export.export_paired`) so that an experiment evaluates a fold with
-``paired=src/dualview/data/gold/folds/ldo-K``; :func:`write_fold_benchmarks` rebuilds them
+`dualview.eval.export.export_paired`) so that an experiment evaluates a fold with
+``paired=src/dualview/data/gold/folds/ldo-K``; `write_fold_benchmarks` rebuilds them
 (``dualview data gold-build`` does after the splits).
 """
 
@@ -81,7 +81,7 @@ def gold_source_files(name: str) -> list[Path]:
 
 
 def load_gold_source(name: str) -> list[Record]:
-    """Records of a gold source name (see :func:`gold_source_files`)."""
+    """Records of a gold source name (see `gold_source_files`)."""
     parsed = parse_fold_name(name)
     if parsed is None:
         return load_gold(name)

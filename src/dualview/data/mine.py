@@ -1,15 +1,15 @@
 """Hard-negative mining with false-negative protection.
 
-For every record, the query (joined with its instruction, :func:`query_text`) is encoded and
+For every record, the query (joined with its instruction, `query_text`) is encoded and
 searched against a corpus with any sentence-transformers model; the corpus embeddings are
-cached on disk by :class:`dualview.retrieval.encode.Encoder` (model fingerprint, prompt, text
+cached on disk by `dualview.retrieval.encode.Encoder` (model fingerprint, prompt, text
 hash), so a second run or a resumed run does not encode again. Search is
-:func:`dualview.retrieval.search.topk` (exact in torch; FAISS when installed and the corpus large).
+`dualview.retrieval.search.topk` (exact in torch; FAISS when installed and the corpus large).
 
 A candidate at 1-based rank ``r`` with score ``s`` becomes a hard negative only if:
 
 - ``rank_start <= r <= rank_end`` (the rank window, e.g. 10-100; default 1-100);
-- it is no known positive of the record's family (:class:`KnownPositives`): its own positives,
+- it is no known positive of the record's family (`KnownPositives`): its own positives,
   for ``orig``/``dv`` pairs the other view's positive, the non-instruct counterpart's
   positives, positives of records with the same query text;
 - it is not already a document of the record (positives, instruction negatives; in ``append``
@@ -23,7 +23,7 @@ A candidate at 1-based rank ``r`` with score ``s`` becomes a hard negative only 
 The first ``num_negatives`` survivors (best first) are written as ``hard_negatives``
 (``replace``) or after the existing ones (``append``); their scores go to
 ``meta.mined_scores`` and the positive score to ``meta.mined_positive_score``. With
-``select`` set, negative selection (:mod:`dualview.data.negatives`) runs on the result, so
+``select`` set, negative selection (`dualview.data.negatives`) runs on the result, so
 the output is directly a training file. Records stream in chunks of ``records_per_chunk``.
 """
 

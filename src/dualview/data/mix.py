@@ -27,7 +27,7 @@ a counterpart are taken; the chosen ``orig`` set is the union of those, filled u
 in shuffled order. Not enough eligible instances is an error that says how many are missing,
 never a silently smaller mix. Unpaired parts are sampled (seeded) from their view's records.
 An instance is written as a unit (``orig`` then its paired records), units in seeded order,
-each record with its negatives selected by :mod:`dualview.data.negatives`.
+each record with its negatives selected by `dualview.data.negatives`.
 """
 
 from __future__ import annotations

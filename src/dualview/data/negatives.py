@@ -10,7 +10,7 @@ Every training record gets at most ``total`` (default 30) negatives:
    in the stats (``below_min_instruction_negatives``), not dropped.
 2. **Hard negatives** fill the remaining slots: in the order given (``ranked``: mined negatives
    come best first) or a seeded sample (``sample``). A hard negative that is a known positive of
-   the instance family (see :class:`KnownPositives`) is removed and counted.
+   the instance family (see `KnownPositives`) is removed and counted.
 3. **Padding** when fewer than ``total`` negatives exist (``padding``):
 
    - ``keep`` (default): keep the record with fewer negatives (the trainer's relation matrix
@@ -226,7 +226,7 @@ def select_negatives(
         record: the input record (its lists are not modified).
         config: counts, orders and padding policy.
         seed: run seed; combined with the instance id for every random choice.
-        known_positives: ids that must never be hard negatives (:class:`KnownPositives`).
+        known_positives: ids that must never be hard negatives (`KnownPositives`).
         pool: documents for ``padding: random``.
         stats: updated in place when given.
     """

@@ -1,8 +1,8 @@
 """An offset index over JSONL record files: pick records by id without holding them in memory.
 
-One streaming pass validates every line (same errors as :func:`dualview.data.jsonl.iter_records`),
+One streaming pass validates every line (same errors as `dualview.data.jsonl.iter_records`),
 hashes each file, and keeps per record only what selection needs (id, view, links, file offset).
-:meth:`RecordIndex.load` reads one record back by seeking to its line. Paper-scale inputs
+`RecordIndex.load` reads one record back by seeking to its line. Paper-scale inputs
 (about a million records with 30 negatives each) thus cost memory per id, not per passage.
 """
 
@@ -79,7 +79,7 @@ class RecordIndex:
         pool_size: size of a seeded reservoir sample of documents (for random padding).
         seed: seed of that reservoir.
         on_record: called with every validated record during the pass (e.g. statistics).
-        track_positives: fill :attr:`known_positives` (needed to select negatives, not to
+        track_positives: fill `known_positives` (needed to select negatives, not to
             read records back).
     """
 
@@ -215,7 +215,7 @@ class IndexedRecords(Sequence[Record]):
         return self._index.load(self._entries[position])
 
     def instance_keys(self) -> list[str]:
-        """:func:`instance_key` of every record, from the index (no record is read)."""
+        """`instance_key` of every record, from the index (no record is read)."""
         return [instance_key(e.view, e.id, e.parent_id) for e in self._entries]
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ A record is one query with its labelled documents. ``view`` says where it came f
 - ``plain``: a query without instruction (e.g. MS MARCO qrels, Promptriever non-instruct rows).
 
 Documents carry an ``id`` that batching de-duplicates on, so the same passage must carry the
-same id everywhere. When a source has no id, :func:`content_id` derives one from the text.
+same id everywhere. When a source has no id, `content_id` derives one from the text.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Evaluation data shipped with the package, ``demo/data/eval/``: the gold set's test split
 (hand-written instances never used for training), exported once in the FollowIR layout
-(``followir/``) and in the paired layout (``paired/``) by :func:`write_eval_sets`.
+(``followir/``) and in the paired layout (``paired/``) by `write_eval_sets`.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def ranking(scores: Mapping[str, float]) -> list[str]:
 
 
 def rank_of(scores: Mapping[str, float], doc_id: str) -> int:
-    """1-based rank of ``doc_id`` in ``scores`` (see :func:`ranking`); absent: ``len + 1``."""
+    """1-based rank of ``doc_id`` in ``scores`` (see `ranking`); absent: ``len + 1``."""
     order = ranking(scores)
     try:
         return order.index(doc_id) + 1
@@ -103,7 +103,7 @@ def pairwise_accuracy(
     """Share (×100) of (satisfying, violating) document pairs ranked in the right order.
 
     For each query, every document that satisfies its constraint is compared with every one
-    that violates it, by rank (ties by document id, see :func:`ranking`); the per-query value
+    that violates it, by rank (ties by document id, see `ranking`); the per-query value
     is the share of pairs where the satisfying one ranks higher. Queries without both kinds
     are skipped.
     """

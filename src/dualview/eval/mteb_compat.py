@@ -1,6 +1,6 @@
 """mteb interoperability: results in mteb's format, and local FollowIR folders as mteb tasks.
 
-:func:`write_mteb_results` turns a ``dualview eval`` result of a benchmark mteb also has into
+`write_mteb_results` turns a ``dualview eval`` result of a benchmark mteb also has into
 mteb's result files (one ``TaskResult`` JSON per task), so numbers line up with the
 leaderboard's and tools that read mteb results can load them::
 
@@ -12,8 +12,8 @@ Mapped today: FollowIR's sets (``Robust04InstructionRetrieval``, ``Core17...``,
 ``og`` scores) and InstructIR (``InstructIR``: nDCG@10 as main score). Other benchmarks have
 no mteb twin with the same data and are skipped.
 
-:func:`followir_task` wraps a local FollowIR set folder as an mteb task (same layout as
-:mod:`dualview.eval.benchmarks.followir`), so the same model and data can be run through
+`followir_task` wraps a local FollowIR set folder as an mteb task (same layout as
+`dualview.eval.benchmarks.followir`), so the same model and data can be run through
 mteb itself: the tests check that mteb's p-MRR equals ours. mteb is imported lazily (it is
 in the ``dev`` extra).
 """

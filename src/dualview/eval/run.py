@@ -1,6 +1,6 @@
 """Evaluate models on benchmarks: one JSON per (model, benchmark), a summary table.
 
-:func:`evaluate` is the library entry point behind ``dualview eval``::
+`evaluate` is the library entry point behind ``dualview eval``::
 
     from dualview.eval.run import evaluate
     summary = evaluate(["embedded:minilm"], ["beir=../shared/data/msmarco-1743"], "out/eval")
@@ -12,7 +12,7 @@ Output, under ``out_dir``:
   name, the data fingerprint and files, the settings, library versions, start time, seconds;
 - ``summary.json`` and ``summary.md``: every metric of every benchmark, one column per model;
 - ``mteb/<model>/no_revision_available/<Task>.json``: mteb's result format for benchmarks mteb
-  also has (:mod:`dualview.eval.mteb_compat`).
+  also has (`dualview.eval.mteb_compat`).
 
 A result file whose model fingerprint, data fingerprint and settings match the current call
 is reused instead of recomputed, so an interrupted multi-model run resumes where it stopped.
@@ -186,7 +186,7 @@ def evaluate(
     """Evaluate every model on every benchmark spec (``KIND[:SUBSETS][=PATH]``).
 
     Benchmarks are loaded (and validated) before any model runs, so a bad path fails fast.
-    ``precision`` and ``devices`` go to the :class:`Encoder` (``"fp32"`` forces full
+    ``precision`` and ``devices`` go to the `Encoder` (``"fp32"`` forces full
     precision; the precision is part of the model fingerprint, so results are only reused
     for the same one).
     """

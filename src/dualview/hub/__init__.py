@@ -1,9 +1,9 @@
 """Hugging Face Hub artifacts: dataset and model cards, the dataset export and the upload.
 
-- :mod:`dualview.hub.provenance`: what built a training file (mix manifest, synthesis and
+- `dualview.hub.provenance`: what built a training file (mix manifest, synthesis and
   verification stats, human review), gathered from the files beside it.
-- :mod:`dualview.hub.dataset`: ``dualview export --to hub-dataset OUT``, a folder that
+- `dualview.hub.dataset`: ``dualview export --to hub-dataset OUT``, a folder that
   ``datasets.load_dataset(OUT)`` loads, with a dataset card.
-- :mod:`dualview.hub.model_card`: the sentence-transformers model card of a saved model.
-- :mod:`dualview.hub.push`: ``dualview push``, an upload through ``huggingface_hub``.
+- `dualview.hub.model_card`: the sentence-transformers model card of a saved model.
+- `dualview.hub.push`: ``dualview push``, an upload through ``huggingface_hub``.
 """

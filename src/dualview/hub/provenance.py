@@ -3,7 +3,7 @@
 A mix (``dualview mix``) writes ``<file>.manifest.json`` naming its source files with their
 sha256; every LLM stage (seed, synth, verify, poison) writes ``<output>.stats.json`` with the
 model identity, the sampling, the task fingerprint (prompt template sha256, task settings,
-parser version) and the task summary (a verification's swap accuracy). :func:`collect` follows
+parser version) and the task summary (a verification's swap accuracy). `collect` follows
 the manifest to its sources and reads the stats found beside each, so a dataset card can say
 how every record was made without the user restating it.
 """
@@ -49,7 +49,7 @@ def review_stats(path: str | Path) -> dict[str, Any]:
     """Human-review accuracy: a JSON summary file, or a review folder read by ``review``.
 
     The JSON form is ``{"accuracy": 0.8, "ci_low": 0.7, "ci_high": 0.9, "n": 50, ...}``;
-    a folder is summarised by :func:`dualview.review.review_summary` when that module is
+    a folder is summarised by `dualview.review.review_summary` when that module is
     installed.
     """
     path = Path(path)

@@ -5,7 +5,7 @@ data (records | LLM seeding) ─▶ synth ─▶ [verify] ─▶ mix-<name> ...
     ─▶ train-<mix>[-<backbone>] ... ─▶ eval ─▶ report
 ```
 
-Every stage writes into its own folder (see :mod:`dualview.pipeline.stages`), so a rerun
+Every stage writes into its own folder (see `dualview.pipeline.stages`), so a rerun
 skips what is finished and a killed stage resumes: synthesis through its cache, training
 from its last checkpoint, evaluation from the result files already written.
 
@@ -14,7 +14,7 @@ under ``RUN_DIR/llm-cache/`` rather than in the stage folder, and their stage ke
 the task's fingerprint (prompt template hash, task settings, parser version). So a new
 dualview release whose parser judges answers differently reruns those stages in new folders,
 and the new parser re-judges the cached answers without asking the LLM again
-(:class:`dualview.synth.runner.Runner`).
+(`dualview.synth.runner.Runner`).
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
 
 
 def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
-    """All stages of ``exp`` under its run folder (``reuse_from``: see :class:`Pipeline`)."""
+    """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`)."""
     reuse = tuple(Path(p) for p in reuse_from or [])
     stages: list[Stage] = []
     if exp.instructions is not None:

@@ -14,7 +14,7 @@ evaluation: {benchmarks: ["followir=src/dualview/demo/data/eval/followir"]}
 ```
 
 ``path: gold:train`` (or ``gold:test``, or a leave-domains-out fold's ``gold:ldo-K-train`` /
-``gold:ldo-K-test``, see :mod:`dualview.data.gold_folds`) reads the bundled gold set; any
+``gold:ldo-K-test``, see `dualview.data.gold_folds`) reads the bundled gold set; any
 other path is read with ``format`` (``dualview``, ``promptriever``, ``beir``, ...).
 """
 

@@ -1,6 +1,6 @@
 """Cached, resumable stage execution.
 
-A :class:`Stage` is a named step with JSON-able ``params``, input files and upstream stages.
+A `Stage` is a named step with JSON-able ``params``, input files and upstream stages.
 Its **key** hashes the params, the content of its input files and the keys of its
 upstream stages, so the output folder ``RUN_DIR/<name>-<key12>/`` changes exactly when
 something the stage depends on changes:

@@ -1,6 +1,6 @@
 """Reports: paper-layout tables (Markdown, CSV) and plots (PNG) from evaluation results, with
-paired significance (:mod:`dualview.report.compare`) and error analysis
-(:mod:`dualview.report.flips`) of the configurations the report compares."""
+paired significance (`dualview.report.compare`) and error analysis
+(`dualview.report.flips`) of the configurations the report compares."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class ReportOptions:
     """What a report compares beyond the table.
 
     ``comparisons``: ``(arm, control)`` pairs for the significance table (``None``: the
-    default pairs of :func:`dualview.report.compare.default_pairs`; empty: none).
+    default pairs of `dualview.report.compare.default_pairs`; empty: none).
     ``error_pairs``: ``(arm_a, arm_b)`` pairs for the flipped-query analysis (``None``: every
     trained arm against ``Ins-orig``, when there is one).
     ``sections``: extra ``(heading, markdown)`` sections appended as given (e.g. a human

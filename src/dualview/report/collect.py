@@ -3,7 +3,7 @@
 Column names follow the paper's table (``FollowIR p-MRR``, ``FollowIR Score``,
 ``InfoSearch <dim> p-MRR``, ``MAIR <task> nDCG@10``); any other benchmark contributes its
 headline metrics as ``<label> <metric>``. IR measures are stored as fractions and shown x100
-(:func:`dualview.eval.run.display_value`).
+(`dualview.eval.run.display_value`).
 """
 
 from __future__ import annotations

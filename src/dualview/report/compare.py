@@ -3,7 +3,7 @@
 Pairs are ``(arm, control)`` row names. Given none, the default is every trained arm
 against ``Ins-orig`` (when that row exists) and every arm against each ``base`` row. Each
 pair is compared on every column whose per-query values both rows have
-(:func:`dualview.report.significance.compare`), Holm-corrected per column when a column
+(`dualview.report.significance.compare`), Holm-corrected per column when a column
 has several comparisons.
 """
 
@@ -64,7 +64,7 @@ def compare_rows(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> list[PairedComparison]:
-    """Paired comparisons of ``pairs`` (default :func:`default_pairs`) on every column with
+    """Paired comparisons of ``pairs`` (default `default_pairs`) on every column with
     per-query values, column by column in table order, Holm-corrected per column."""
     by_name = {row.name: row for row in rows}
     pairs = default_pairs(list(by_name)) if pairs is None else list(pairs)

@@ -1,9 +1,9 @@
 """Encoding on several devices at once: one process per device, results merged in order.
 
-:func:`encode_on_devices` cuts the length-sorted texts into one contiguous share per device,
+`encode_on_devices` cuts the length-sorted texts into one contiguous share per device,
 balanced by total characters (a share of long texts holds fewer of them), and starts one
 process per share (``spawn``: CUDA cannot be forked). Each process moves the model to its
-device, casts it to the precision, and runs :func:`dualview.retrieval.inference.encode_sorted`
+device, casts it to the precision, and runs `dualview.retrieval.inference.encode_sorted`
 with its own tokenizer workers; every finished chunk travels back to the parent through a
 queue, so the caller caches chunks as they arrive and places them by their row in the input.
 

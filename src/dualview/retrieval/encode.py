@@ -1,11 +1,11 @@
 """Batched encoding of texts with any sentence-transformers model, with an on-disk cache.
 
-:class:`Encoder` wraps a ``SentenceTransformer`` (a local folder, a Hub name, one of our
+`Encoder` wraps a ``SentenceTransformer`` (a local folder, a Hub name, one of our
 checkpoints, or ``embedded:minilm``) and turns lists of texts into ``float32`` arrays.
 
 - **Sorting by length**: the texts still to encode are sorted by length (longest first) and
   cut into chunks, so every batch holds texts of similar length and padding stays small.
-- **Cache**: every embedding is stored under :func:`dualview.resources.cache_dir` in one
+- **Cache**: every embedding is stored under `dualview.resources.cache_dir` in one
   SQLite file per model fingerprint, keyed by ``sha256(prompt, text)``. A second encoding of
   the same texts with the same model and prompt reads them back instead of running the model.
   Chunks are committed as they finish, so an interrupted encoding resumes where it stopped.
@@ -13,10 +13,10 @@ checkpoints, or ``embedded:minilm``) and turns lists of texts into ``float32`` a
   its prompts and every parameter tensor, so the same weights share one cache whatever path
   they were loaded from, and a retrained checkpoint never reads stale vectors; and the
   precision unless fp32, so half-precision vectors are never served to an fp32 request.
-- **Fast path** (:mod:`dualview.retrieval.inference`): the model's own ``preprocess`` in
+- **Fast path** (`dualview.retrieval.inference`): the model's own ``preprocess`` in
   tokenizer worker processes overlapped with the forward passes, bf16 weights on CUDA by
   default (``precision="fp32"`` forces full precision), several devices at once with
-  ``devices=[...]`` (:mod:`dualview.retrieval.devices`). :attr:`Encoder.stats` counts texts,
+  ``devices=[...]`` (`dualview.retrieval.devices`). `Encoder.stats` counts texts,
   real and padded tokens and seconds.
 
 Example::
@@ -60,7 +60,7 @@ _LOOKUP_BATCH = 900
 def load_sentence_transformer(name: str, device: str | None = None, **kwargs: Any) -> Any:
     """Load ``name`` (path, Hub name, ``embedded:minilm``) as a ``SentenceTransformer``.
 
-    A model that cannot be found or loaded becomes a one-line :class:`DualviewError`.
+    A model that cannot be found or loaded becomes a one-line `DualviewError`.
     """
     from sentence_transformers import SentenceTransformer
 
@@ -80,7 +80,7 @@ def text_key(text: str, prompt: str | None) -> str:
 def model_fingerprint(model: Any) -> str:
     """Content hash of a ``SentenceTransformer``: module layout, prompts and all weights.
 
-    Hashing the weights costs about a second per GB and is done once per :class:`Encoder`.
+    Hashing the weights costs about a second per GB and is done once per `Encoder`.
     """
     digest = hashlib.sha256()
     digest.update(repr(model).encode())  # modules with their configs (pooling, max length)
@@ -179,11 +179,11 @@ class Encoder:
         show_progress: draw a progress bar over chunks (still quiet off a terminal).
         precision: ``"auto"`` (bf16 on CUDA, fp16 where bf16 is missing, fp32 on CPU),
             ``"fp32"``, ``"fp16"`` or ``"bf16"``: the weights and activations of the forward
-            pass; the vectors are float32 either way. Part of :attr:`fingerprint`.
+            pass; the vectors are float32 either way. Part of `fingerprint`.
         num_workers: tokenizer processes per device; ``None``: 0 on CPU, a few on CUDA
-            (:func:`dualview.retrieval.inference.default_workers`).
+            (`dualview.retrieval.inference.default_workers`).
         devices: two or more devices (``["cuda:0", "cuda:1"]``) to encode on at once, one
-            process each (:mod:`dualview.retrieval.devices`); excludes ``device``.
+            process each (`dualview.retrieval.devices`); excludes ``device``.
     """
 
     def __init__(
@@ -221,7 +221,7 @@ class Encoder:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Content hash of the model as loaded (see :func:`model_fingerprint`) and, unless it
+        """Content hash of the model as loaded (see `model_fingerprint`) and, unless it
         is fp32, the precision it runs in; names the cache file."""
         weights = model_fingerprint(self.model)
         if self.head is not None:
@@ -239,7 +239,7 @@ class Encoder:
 
     @cached_property
     def runner(self) -> Any:
-        """The model that runs on one device, in :attr:`precision` (for one device only)."""
+        """The model that runs on one device, in `precision` (for one device only)."""
         if self._owns_model:
             _ = self.fingerprint  # of the weights as loaded, before any cast
         return cast_model(self.model, self.precision, in_place=self._owns_model)
@@ -276,7 +276,7 @@ class Encoder:
 
         ``prompt`` is literal text the model reads before each text (e.g. ``"query: "``);
         ``prompt_name`` picks one of the model's own prompts instead. Duplicate texts are
-        encoded once; cached texts are not encoded again. :attr:`stats` adds up what ran.
+        encoded once; cached texts are not encoded again. `stats` adds up what ran.
         """
         prompt_text = self.resolve_prompt(prompt, prompt_name)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

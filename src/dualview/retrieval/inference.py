@@ -1,8 +1,8 @@
-"""The encoding loop behind :class:`dualview.retrieval.encode.Encoder`: one model, one device.
+"""The encoding loop behind `dualview.retrieval.encode.Encoder`: one model, one device.
 
 ``SentenceTransformer.encode`` tokenizes every batch on the host between two forward passes,
 so a GPU waits for the tokenizer (about 600 texts of 512 tokens a second on an H100, whatever
-the precision). :func:`encode_sorted` runs the same two steps the same way, overlapped:
+the precision). `encode_sorted` runs the same two steps the same way, overlapped:
 
 - **Tokenization in worker processes**: a ``torch`` ``DataLoader`` over the batches (forked
   workers, pinned memory on CUDA, a few batches prefetched per worker) calls the model's own
@@ -13,10 +13,10 @@ the precision). :func:`encode_sorted` runs the same two steps the same way, over
   module; forked workers get theirs for free, share the weights' memory, and leave the GIL
   (lists to tensors is Python work) to the forward pass. They fork before any progress bar
   thread starts, with ``TOKENIZERS_PARALLELISM=false`` (the Rust pool does not survive a
-  fork), and a silent worker is an error after :data:`WORKER_TIMEOUT_S`.
+  fork), and a silent worker is an error after `WORKER_TIMEOUT_S`.
 - **No sync per batch**: embeddings stay on the device until a chunk of batches is done, so
   the host queues batch ``k + 1`` while the device still runs batch ``k``.
-- **Precision**: :func:`cast_model` casts the weights (half-precision weights beat autocast
+- **Precision**: `cast_model` casts the weights (half-precision weights beat autocast
   for inference: no per-call weight casts, half the memory traffic); outputs are float32.
 
 Texts come in sorted by length (the caller sorts) and are cut into chunks of ``chunk_size``,
@@ -79,7 +79,7 @@ class EncodeStats:
 
 
 def resolve_precision(precision: str, device: str) -> str:
-    """``fp32``/``fp16``/``bf16`` for ``precision`` on ``device`` (see :data:`PRECISIONS`)."""
+    """``fp32``/``fp16``/``bf16`` for ``precision`` on ``device`` (see `PRECISIONS`)."""
     if precision not in PRECISIONS:
         raise DualviewError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision != "auto":
@@ -183,7 +183,7 @@ def tokenized_batches(
 
     The workers fork now, not at the first ``next``: a thread started later (a progress
     bar's) cannot be caught holding a lock by the fork. A worker silent for
-    :data:`WORKER_TIMEOUT_S` is an error, not a stall.
+    `WORKER_TIMEOUT_S` is an error, not a stall.
     """
     if workers <= 0:
         return map(tokenize, batches)

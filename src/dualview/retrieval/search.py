@@ -1,15 +1,15 @@
 """Nearest documents by dot product: exact top-k (torch, chunked; FAISS for large corpora).
 
-The score is the dot product of the vectors as given; :class:`dualview.retrieval.encode.Encoder`
+The score is the dot product of the vectors as given; `dualview.retrieval.encode.Encoder`
 normalizes them for cosine models, so the dot product is the model's own score.
 
-- :func:`topk`: the ``k`` best documents of every query over the whole corpus. ``backend``
+- `topk`: the ``k`` best documents of every query over the whole corpus. ``backend``
   ``"torch"`` is exact and chunked over queries and documents (memory stays bounded);
   ``"faiss"`` uses an exact inner-product index (``IndexFlatIP``), faster on large corpora;
-  ``"auto"`` picks FAISS from :data:`FAISS_MIN_DOCS` documents on when it is installed.
-- :func:`rerank`: scores of given candidate lists (reranking benchmarks such as FollowIR).
-- :func:`topk_run` / :func:`rerank_run`: the same with ids, returning a *run*
-  ``{query_id: {doc_id: score}}`` as pytrec_eval and :mod:`dualview.eval.metrics` take it.
+  ``"auto"`` picks FAISS from `FAISS_MIN_DOCS` documents on when it is installed.
+- `rerank`: scores of given candidate lists (reranking benchmarks such as FollowIR).
+- `topk_run` / `rerank_run`: the same with ids, returning a *run*
+  ``{query_id: {doc_id: score}}`` as pytrec_eval and `dualview.eval.metrics` take it.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def topk_run(
     k: int,
     backend: Backend = "auto",
 ) -> Run:
-    """:func:`topk` as a run ``{query_id: {doc_id: score}}``."""
+    """`topk` as a run ``{query_id: {doc_id: score}}``."""
     scores, indices = topk(query_emb, doc_emb, k, backend=backend)
     return {
         qid: {doc_ids[j]: float(s) for s, j in zip(srow, irow, strict=True)}
@@ -184,9 +184,9 @@ def rerank_run(
     doc_emb: Any,
     candidates: Mapping[str, Sequence[str]],
 ) -> Run:
-    """:func:`rerank` with ids: ``candidates[qid]`` are doc ids, ``doc_index`` maps id -> row.
+    """`rerank` with ids: ``candidates[qid]`` are doc ids, ``doc_index`` maps id -> row.
 
-    A candidate id missing from ``doc_index`` raises :class:`DualviewError`.
+    A candidate id missing from ``doc_index`` raises `DualviewError`.
     """
     rows = []
     for qid in query_ids:

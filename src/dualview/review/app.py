@@ -1,4 +1,4 @@
-"""The review page: a small Starlette app over a :class:`~dualview.review.items.ReviewSet`.
+"""The review page: a small Starlette app over a `dualview.review.items.ReviewSet`.
 
 Why Starlette (+ uvicorn): a small, well-kept ASGI toolkit (the base of FastAPI) with routing,
 responses, middleware and a test client, and nothing else; the page is a few server-rendered

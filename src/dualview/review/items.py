@@ -4,7 +4,7 @@ A source is a record file (its ``dv`` records are the items), a run folder (the 
 stage's ``dv.jsonl``, with the verification stage as the judge when the run has one) or the
 gold set (``gold:SPLIT``: each gold reversal, expected valid, and its negative control, the
 original instruction posing as the reversal, expected invalid; see
-:func:`dualview.synth.bench.negative_control`; their item ids are opaque hashes, so neither the
+`dualview.synth.bench.negative_control`; their item ids are opaque hashes, so neither the
 id nor the stratum, the domain, gives the expected verdict away). Files are streamed twice
 (strata, then the sampled records), so a sample of 100 from a file of 240k records holds 100
 records in memory.

@@ -137,7 +137,7 @@ def summarize(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def review_summary(verdicts_path: str | Path, reviewer: str | None = None) -> dict[str, Any]:
     """Statistics of a verdict file (latest verdict per reviewer and item), optionally of one
-    reviewer only; see :func:`summarize` for the keys."""
+    reviewer only; see `summarize` for the keys."""
     verdicts = latest_verdicts(verdicts_path)
     if reviewer is not None:
         verdicts = [v for v in verdicts if v["reviewer"] == reviewer]

@@ -4,7 +4,7 @@ Every verdict is appended and fsynced before the page is told it was saved, so k
 server loses at most the verdict being typed. Several server processes (or browser tabs) may
 write the same file: each append holds ``flock`` on ``FILE.lock`` for the duration of one line,
 and a torn last line left by a killed writer is dropped by the next append
-(:class:`~dualview.data.jsonl.AppendJsonlWriter`). Relabelling an item appends a new line; the
+(`dualview.data.jsonl.AppendJsonlWriter`). Relabelling an item appends a new line; the
 latest line per (reviewer, item) counts.
 """
 
@@ -55,7 +55,7 @@ def check_reviewer(name: str) -> str:
 def make_verdict(
     item: dict[str, Any], reviewer: str, verdict: str, failure_mode: str | None, note: str
 ) -> dict[str, Any]:
-    """A verdict line for ``item`` (an :meth:`ReviewItem.snapshot`); raises ValueError on bad
+    """A verdict line for ``item`` (an `ReviewItem.snapshot`); raises ValueError on bad
     fields. A failure mode is kept only for an invalid verdict."""
     check_reviewer(reviewer)
     if verdict not in VERDICTS:

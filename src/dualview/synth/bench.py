@@ -1,7 +1,7 @@
 """Synthesis-quality benchmark on the gold set (``dualview bench-synth``).
 
 How good is an LLM at polarity reversal, and how good is its judge? The hand-written gold set
-(:mod:`dualview.data.gold`) gives trusted answers for both questions:
+(`dualview.data.gold`) gives trusted answers for both questions:
 
 1. **Reversal**, once per few-shot setting (``shots``): every selected gold ``orig`` record
    is reversed with N* = the gold N* (``ReverseConfig.n_star = "meta"``), so the LLM's
@@ -17,7 +17,7 @@ How good is an LLM at polarity reversal, and how good is its judge? The hand-wri
    one and whose positive is N*; the judge must *not* pick N*: *gold-negative* accuracy, an
    unparsable judgement counts as wrong).
 
-Every step is a :class:`~dualview.synth.runner.Runner` run with its cache in ``OUT``, so an
+Every step is a `dualview.synth.runner.Runner` run with its cache in ``OUT``, so an
 interrupted benchmark continues where it stopped when run again with the same settings.
 Results: ``OUT/bench.json`` and ``OUT/bench.md``.
 """
@@ -151,7 +151,7 @@ def pick_examples(pool: list[GoldPair], domain: str, shots: int, seed: int) -> l
 class GoldFewShotReverse:
     """The reverse task with per-domain few-shot examples drawn from the gold set.
 
-    One :class:`ReverseTask` per domain of the pool, each with examples from other domains;
+    One `ReverseTask` per domain of the pool, each with examples from other domains;
     a record goes to the task of its ``meta.domain``. N* is the gold N* (``n_star: meta``).
     """
 
@@ -299,7 +299,7 @@ def _unparsable_units(stats: dict[str, Any]) -> int:
 
 
 class SynthBench:
-    """One benchmark run into ``out`` (see module docstring); :meth:`run` returns the report."""
+    """One benchmark run into ``out`` (see module docstring); `run` returns the report."""
 
     def __init__(self, config: BenchConfig, out: str | Path) -> None:
         if not config.shots or any(k < 0 for k in config.shots):

@@ -98,7 +98,7 @@ class ResultCache:
         self._reader = self._peeker = None
 
     def reopen(self) -> None:
-        """Close the appender and re-read the offsets of every entry, for :meth:`get`."""
+        """Close the appender and re-read the offsets of every entry, for `get`."""
         self.close()
         self.index.clear()
         self._scan()

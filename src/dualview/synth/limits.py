@@ -11,7 +11,7 @@ class RateLimiter:
 
     Each acquisition books ``amount / rate`` seconds on a virtual clock and sleeps until its
     slot. Up to ``burst_s`` seconds of unused capacity may be spent at once. Bookings can be
-    corrected afterwards (:meth:`adjust`), e.g. when the real token count is known.
+    corrected afterwards (`adjust`), e.g. when the real token count is known.
     """
 
     def __init__(self, per_minute: float, burst_s: float = 1.0) -> None:
@@ -51,7 +51,7 @@ class Limits:
         return self.requests is not None or self.tokens is not None
 
     async def before_call(self, prompt: str, max_tokens: int) -> int:
-        """Wait for a slot; returns the tokens booked (to pass to :meth:`after_call`)."""
+        """Wait for a slot; returns the tokens booked (to pass to `after_call`)."""
         if self.requests is not None:
             await self.requests.acquire(1)
         booked = 0

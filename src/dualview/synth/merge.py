@@ -33,7 +33,7 @@ SHARD_KEYS = ("job_fingerprint", "input_digest", "shard", "complete", "records_o
 
 
 def check_shards(outputs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """The shards sorted by index, or a :class:`DualviewError` saying what is wrong."""
+    """The shards sorted by index, or a `DualviewError` saying what is wrong."""
     if not outputs:
         raise DualviewError("no shard outputs given")
     loaded = [(path, _load_stats(path)) for path in outputs]

@@ -1,6 +1,6 @@
 """Strict parsing of LLM answers: tagged blocks, text checks, echo detection.
 
-Every parser in :mod:`dualview.synth` returns a :class:`Parsed` instead of raising: an answer is
+Every parser in `dualview.synth` returns a `Parsed` instead of raising: an answer is
 ``ok`` (with its value), ``impossible`` (the model said no answer exists) or ``rejected`` (with a
 reason code and detail). Nothing is repaired or guessed: an answer that does not follow the
 format exactly is rejected.
@@ -93,7 +93,7 @@ def has_markup(text: str) -> bool:
 
 def screen(text: str) -> Parsed[str]:
     """Reject what no parser should read: an oversized answer, or text that was not valid
-    UTF-8 (decoded with replacement characters, see :func:`clean_text`)."""
+    UTF-8 (decoded with replacement characters, see `clean_text`)."""
     if len(text) > MAX_ANSWER_CHARS:
         return reject("too_long", f"{len(text)} characters, more than {MAX_ANSWER_CHARS}")
     if "\ufffd" in text:
@@ -103,7 +103,7 @@ def screen(text: str) -> Parsed[str]:
 
 def clean_text(text: str) -> str:
     """``text`` safe to store as UTF-8: lone surrogates (an invalid escape in a JSON reply)
-    become U+FFFD, which :func:`screen` then rejects."""
+    become U+FFFD, which `screen` then rejects."""
     try:
         text.encode("utf-8")
         return text
@@ -119,7 +119,7 @@ def injection(text: str) -> bool:
 def the_answer(text: str) -> Parsed[str]:
     """Content of the single ``<answer>`` block; repeats must agree, else the answer is rejected.
 
-    Screened first (:func:`screen`); an answer whose content is a prompt injection is rejected.
+    Screened first (`screen`); an answer whose content is a prompt injection is rejected.
     """
     screened = screen(text)
     if not screened.ok:
@@ -176,7 +176,7 @@ def echoes(
     """True when ``value`` copies a fixed sentence of the prompt, or is a piece of one, or
     copies one of the prompt's inputs.
 
-    Comparisons ignore case and punctuation (:func:`words_only`). ``fragments`` are sentences
+    Comparisons ignore case and punctuation (`words_only`). ``fragments`` are sentences
     from the template (and few-shot answers): the value echoes the prompt if it contains one
     (of at least 20 characters) or is contained in one (when it has at least 12 characters).
     ``inputs`` (query, passages) are echoed when the value equals one, contains one of at

@@ -1,10 +1,10 @@
 """Ray Data as another executor of a synthesis run (``runner.engine: ray``, ``--engine ray``).
 
-Only step 2 of a run (see :mod:`dualview.synth.runner`) changes: the units not yet in the
+Only step 2 of a run (see `dualview.synth.runner`) changes: the units not yet in the
 cache become a Ray Dataset, and ``map_batches`` sends each batch to a Ray task that runs the
-same :class:`~dualview.synth.task.Task` (same templates, parsers, retries and replay of older
-answers, via :meth:`Runner._one`) against a backend built on the worker from the job's
-:class:`BackendConfig` (one endpoint, a pool of endpoints, or any other backend kind). The
+same `dualview.synth.task.Task` (same templates, parsers, retries and replay of older
+answers, via `Runner._one`) against a backend built on the worker from the job's
+`BackendConfig` (one endpoint, a pool of endpoints, or any other backend kind). The
 driver alone appends results to the content-addressed cache, so:
 
 * a Ray worker killed mid-batch only makes Ray rerun that batch; a result that arrives twice
@@ -82,7 +82,7 @@ def run_batch(
 
 
 class RayRunner(Runner):
-    """A :class:`Runner` whose uncached units are answered by Ray Data ``map_batches``."""
+    """A `Runner` whose uncached units are answered by Ray Data ``map_batches``."""
 
     def __init__(
         self,

@@ -1,8 +1,8 @@
-"""What a synthesis task is to the runner: units in, one :class:`Outcome` per unit out.
+"""What a synthesis task is to the runner: units in, one `Outcome` per unit out.
 
 A *unit* is the input the task handles in one go: usually one record; for ``verify`` a record
 with the records that directly follow it and belong to it (its dual view, its InF-IR tuple).
-A task asks the LLM through :class:`LLM`, which applies the sampling settings and rate limits
+A task asks the LLM through `LLM`, which applies the sampling settings and rate limits
 and adds up tokens and latency, so tasks never deal with cost or retries.
 """
 
@@ -45,7 +45,7 @@ class Outcome:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Outcome:
-        """The outcome stored by :meth:`to_json`; ``ValueError`` for anything else (a
+        """The outcome stored by `to_json`; ``ValueError`` for anything else (a
         damaged cache entry must be redone, never reused)."""
         outcome = cls(**data)
         shapes = (

@@ -1,6 +1,6 @@
 """A scriptable OpenAI-compatible stub server, for tests, benchmarks and dry runs.
 
-:class:`StubServer` listens on 127.0.0.1 (any free port) in a background thread and answers
+`StubServer` listens on 127.0.0.1 (any free port) in a background thread and answers
 ``POST /v1/chat/completions`` with whatever its ``responder`` returns for the request: a
 completion text, an HTTP error with headers (e.g. 429 + ``Retry-After``), a raw body, or a
 delay (to hang past a client's timeout). With no responder it answers every task's prompt with

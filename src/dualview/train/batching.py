@@ -70,7 +70,7 @@ class Batch:
 def group_records(records: Sequence[Record]) -> list[list[int]]:
     """Indices grouped by instance (an orig and its dv records), in order of first appearance.
 
-    An :class:`IndexedRecords` file is grouped from its index, without reading the records.
+    An `IndexedRecords` file is grouped from its index, without reading the records.
     """
     if isinstance(records, IndexedRecords):
         keys = records.instance_keys()
@@ -180,9 +180,9 @@ class DataPosition:
 
 
 class BatchStream:
-    """Batches of a record sequence, epoch after epoch, from any :class:`DataPosition`.
+    """Batches of a record sequence, epoch after epoch, from any `DataPosition`.
 
-    ``records`` is a list or an :class:`IndexedRecords` file (records read per batch).
+    ``records`` is a list or an `IndexedRecords` file (records read per batch).
     """
 
     def __init__(

@@ -114,7 +114,7 @@ def load_checkpoint(
     scheduler: Any,
     rank: int = 0,
 ) -> TrainState:
-    """Restore everything saved by :func:`save_checkpoint`; returns the progress counters."""
+    """Restore everything saved by `save_checkpoint`; returns the progress counters."""
     model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))

@@ -16,7 +16,7 @@ whole text under causal attention.
   ``W + (alpha / r) B A`` on the named linear layers through ``peft``; the base weights are
   frozen, only ``A`` and ``B`` train. A saved model folder holds the *merged* weights (a plain
   sentence-transformers model, no peft needed to use it) plus the adapter alone under
-  ``lora_adapter/`` (peft's format; :func:`load_adapter` puts it back on a fresh base).
+  ``lora_adapter/`` (peft's format; `load_adapter` puts it back on a fresh base).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def save_adapter(backbone: nn.Module, folder: Path) -> Path | None:
 
 
 def load_adapter(backbone: nn.Module, folder: Path) -> None:
-    """Load adapter weights saved by :func:`save_adapter` into a LoRA-wrapped ``backbone``."""
+    """Load adapter weights saved by `save_adapter` into a LoRA-wrapped ``backbone``."""
     peft = _peft()
     from safetensors.torch import load_file
 

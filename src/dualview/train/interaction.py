@@ -24,7 +24,7 @@ Token-level reading (the paper writes the formula for vectors):
 
 A consequence of the formula: the output is always a combination of the *query's* token
 states; the instruction only decides the weights. An instruction shared by many queries is
-encoded once (:func:`pair_index` de-duplicates texts in training, and evaluation encodes each
+encoded once (`pair_index` de-duplicates texts in training, and evaluation encodes each
 distinct instruction once per benchmark).
 """
 
@@ -114,7 +114,7 @@ class InstructionQueryAttention(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path) -> InstructionQueryAttention:
-        """The head saved in ``folder/interaction/`` (see :meth:`save`)."""
+        """The head saved in ``folder/interaction/`` (see `save`)."""
         sub = Path(folder) / HEAD_DIR
         config = json.loads((sub / HEAD_CONFIG).read_text(encoding="utf-8"))
         head = cls(int(config["dim"]), str(config["pooling"]))
@@ -170,7 +170,7 @@ def encode_instructed_queries(
 
     Needs only sentence-transformers (and torch): ``st_model`` is the saved folder loaded
     with ``SentenceTransformer(path)`` (its backbone, read as queries) and ``head`` is
-    :meth:`InstructionQueryAttention.load` of the same folder. Each distinct instruction
+    `InstructionQueryAttention.load` of the same folder. Each distinct instruction
     and query is encoded once, whatever the number of pairs.
     """
     inst_texts, query_texts, inst_idx, query_idx = pair_index(instructions, queries)

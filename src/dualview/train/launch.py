@@ -28,7 +28,7 @@ ONE_PROCESS_MESSAGE = (
 
 
 def check_launch(env: Mapping[str, str] | None = None) -> None:
-    """Raise :class:`ConfigError` when accelerate's simple launcher was asked for several
+    """Raise `ConfigError` when accelerate's simple launcher was asked for several
     processes but started only this one (no ``WORLD_SIZE`` and no MPI job size)."""
     env = os.environ if env is None else env
     by_simple_launcher = "ACCELERATE_USE_CPU" in env and "MASTER_ADDR" in env

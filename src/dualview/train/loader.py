@@ -7,8 +7,8 @@ the GPU waits for it (twice, when GradCache re-tokenized for its second pass). H
 
 - worker ``w`` of ``W`` prepares the batches whose index in the run is ``w`` modulo ``W``,
   and the consumer takes them round-robin, so the order is exactly the order of
-  :meth:`BatchStream.iterate` (a resumed run replays the same batches);
-- each batch carries its token ids (:class:`~dualview.train.tokens.TokenizedTexts`) per text
+  `BatchStream.iterate` (a resumed run replays the same batches);
+- each batch carries its token ids (`dualview.train.tokens.TokenizedTexts`) per text
   group, so the step pads chunks and never tokenizes.
 
 Threads, not processes: the tokenizer's Rust core releases the GIL while it encodes, and the

@@ -4,7 +4,7 @@ Every rank builds the same global batch; rank r encodes only its contiguous shar
 queries and of the de-duplicated documents, then the embeddings are all-gathered so that the
 loss is computed over the whole batch on every rank. The gathered tensor keeps the local share
 differentiable, so ``backward`` on rank r yields the gradient of the *global* loss through
-rank r's encodings; summing parameter gradients over ranks (:func:`all_reduce_gradients`)
+rank r's encodings; summing parameter gradients over ranks (`all_reduce_gradients`)
 gives exactly the single-process full-batch gradient.
 
 Gradient caching (GradCache, Gao et al. 2021) splits the encoding into chunks: a no-grad pass
@@ -238,7 +238,7 @@ def _feature_shape(model: BiEncoder, share: _Share) -> tuple[int, ...]:
 
 
 def _gather(local: torch.Tensor, total: int) -> torch.Tensor:
-    """:func:`gather_rows` for rows of any shape (token states are gathered flattened)."""
+    """`gather_rows` for rows of any shape (token states are gathered flattened)."""
     if local.dim() == 2:
         return gather_rows(local, total)
     return gather_rows(local.flatten(1), total).view(total, *local.shape[1:])
@@ -312,7 +312,7 @@ def contrastive_step(
     """Accumulate ``scale`` x the gradient of the batch loss into ``model``'s parameters.
 
     ``chunk_size``: ``None`` encodes each share in one pass with gradients; an ``int`` (texts
-    per chunk) or a :class:`Chunking` turns on GradCache over length-sorted chunks. Token ids
+    per chunk) or a `Chunking` turns on GradCache over length-sorted chunks. Token ids
     come from ``batch.tokens`` when the loader tokenized the batch, else are made here.
     """
     chunking = Chunking(max_items=chunk_size) if isinstance(chunk_size, int) else chunk_size

@@ -1,12 +1,12 @@
 """Token ids of a list of texts, kept unpadded, padded per chunk on demand.
 
-Training tokenizes each batch once (in a DataLoader worker, :mod:`dualview.train.loader`)
+Training tokenizes each batch once (in a DataLoader worker, `dualview.train.loader`)
 and pads only when a chunk is encoded, so that:
 
 - the GradCache re-forward reads the same ids as the no-grad pass, without tokenizing twice;
 - chunks of length-sorted texts are padded to their own longest text, not the batch's.
 
-:class:`TokenizedTexts` stores the ids of ``n`` texts as one flat ``int32`` tensor plus
+`TokenizedTexts` stores the ids of ``n`` texts as one flat ``int32`` tensor plus
 lengths: cheap to send from a worker process (torch shares tensors through shared memory)
 and cheap to pad with one gather.
 """
@@ -23,7 +23,7 @@ PAD_MULTIPLE = 8
 
 
 def padded_width(longest: int, max_length: int | None = None) -> int:
-    """``longest`` rounded up to :data:`PAD_MULTIPLE`, but never past ``max_length``."""
+    """``longest`` rounded up to `PAD_MULTIPLE`, but never past ``max_length``."""
     width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
     if max_length is not None and width > max_length:
         return max(longest, max_length)
@@ -59,7 +59,7 @@ class TokenizedTexts:
     ) -> dict[str, torch.Tensor]:
         """``input_ids`` and ``attention_mask`` [len(indices), L] of the chosen texts.
 
-        ``L`` is the longest chosen text rounded up to :data:`PAD_MULTIPLE`, but never past
+        ``L`` is the longest chosen text rounded up to `PAD_MULTIPLE`, but never past
         ``max_length``. ``left`` pads on the left (decoders pooled on their last token).
         """
         index = torch.as_tensor(indices, dtype=torch.int64)

@@ -1,8 +1,8 @@
 """The training loop: accelerate for devices, precision and trackers; exact resume.
 
 One optimizer step = ``grad_accumulation_steps`` contrastive batches (each a full batch of
-``batch_size`` queries built by :mod:`dualview.train.batching`), each optionally encoded in
-GradCache chunks (:mod:`dualview.train.step`). Across processes every rank sees the same
+``batch_size`` queries built by `dualview.train.batching`), each optionally encoded in
+GradCache chunks (`dualview.train.step`). Across processes every rank sees the same
 global batch, encodes its share, and parameter gradients are summed over ranks, so N
 processes compute the same update as one process with the whole batch.
 
@@ -143,7 +143,7 @@ class StopRequested:
 
 
 class Trainer:
-    """Train a :class:`BiEncoder` as configured; see the module docstring."""
+    """Train a `BiEncoder` as configured; see the module docstring."""
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -464,7 +464,7 @@ def truncate_log(path: Path, step: int) -> None:
 
 
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
-    """Library entry point: build a :class:`Trainer` and run it.
+    """Library entry point: build a `Trainer` and run it.
 
     One training per output folder: the first process (``RANK`` 0, or the only one) holds
     ``OUTPUT_DIR/.dualview.lock`` for the whole run, so a second run on the same folder stops

@@ -1,7 +1,7 @@
-"""Format adapters: other projects' training/eval layouts in and out of :class:`Record`.
+"""Format adapters: other projects' training/eval layouts in and out of `Record`.
 
 Each adapter module exposes ``read(path, **options) -> Iterator[Record]`` and/or
-``write(records, path, **options) -> int``. :data:`READERS` and :data:`WRITERS` map the
+``write(records, path, **options) -> int``. `READERS` and `WRITERS` map the
 format names the CLI accepts to those functions.
 """
 

@@ -1,7 +1,7 @@
 """BEIR folders: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
 
-:func:`load_beir` gives the three parts (used by evaluation and mining);
-:func:`read` turns every judged query into a ``plain`` record whose positives are the
+`load_beir` gives the three parts (used by evaluation and mining);
+`read` turns every judged query into a ``plain`` record whose positives are the
 documents with a relevance score > 0.
 """
 

@@ -54,7 +54,7 @@ def require_str(row: dict[str, Any], key: str, path: str | Path, line: int) -> s
 
 
 def build_record(path: str | Path, line: int, **fields: Any) -> Record:
-    """Construct a record, turning validation errors into located :class:`DataError`."""
+    """Construct a record, turning validation errors into located `DataError`."""
     try:
         return Record(**fields)
     except ValidationError as exc:
@@ -74,7 +74,7 @@ def dedupe_documents(docs: list[Document], exclude: set[str]) -> list[Document]:
 def map_rows(
     path: str | Path, convert: Callable[[dict[str, Any], int], Iterator[T]]
 ) -> Iterator[T]:
-    """Stream a JSONL file, or a ``datasets`` source (:mod:`.source`), through
+    """Stream a JSONL file, or a ``datasets`` source (`.source`), through
     ``convert(row, line_number)``; a dataset source's rows are numbered from 1."""
     for line_number, row in iter_rows(path):
         yield from convert(row, line_number)

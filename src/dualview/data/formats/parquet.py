@@ -54,8 +54,8 @@ def write(records: Iterable[Record], path: str | Path, batch_size: int = 2048) -
 
 
 def read(path: str | Path) -> Iterator[Record]:
-    """Stream records back from Parquet written by :func:`write`: a file, a folder of files,
-    or any other ``datasets`` source with these columns (:mod:`.source`)."""
+    """Stream records back from Parquet written by `write`: a file, a folder of files,
+    or any other ``datasets`` source with these columns (`.source`)."""
 
     def convert(row: dict, line: int) -> Iterator[Record]:
         meta = row.get("meta")

@@ -1,4 +1,4 @@
-"""Benchmark loaders, one per benchmark, and :func:`load_benchmark` for ``KIND[:SUBSETS][=PATH]``.
+"""Benchmark loaders, one per benchmark, and `load_benchmark` for ``KIND[:SUBSETS][=PATH]``.
 
 Local folder layouts are documented in each module and in ``docs/architecture/eval.md``.
 """
@@ -44,7 +44,7 @@ def parse_spec(spec: str) -> tuple[str, list[str] | None, Path | None]:
 
 
 def load_benchmark(spec: str) -> Benchmark:
-    """Load a benchmark from its spec (see :func:`parse_spec`)."""
+    """Load a benchmark from its spec (see `parse_spec`)."""
     kind, subsets, path = parse_spec(spec)
     if path is not None and not path.exists():
         raise DualviewError(f"{path}: benchmark folder does not exist ({spec})")

@@ -1,9 +1,9 @@
 """What every benchmark shares: metadata, the evaluation context, results, and run helpers.
 
-A benchmark is a class with a :class:`BenchmarkMeta` (mteb style: name, reference, Hub
+A benchmark is a class with a `BenchmarkMeta` (mteb style: name, reference, Hub
 dataset, main score) built from a local folder in the upstream layout, or from the Hugging
-Face Hub by name (:func:`hub_snapshot`, online only). :meth:`Benchmark.evaluate` encodes with
-the context's :class:`~dualview.retrieval.encode.Encoder` and returns a :class:`BenchmarkResult`:
+Face Hub by name (`hub_snapshot`, online only). `Benchmark.evaluate` encodes with
+the context's `dualview.retrieval.encode.Encoder` and returns a `BenchmarkResult`:
 flat metric means plus per-query values, so every number can be traced to its queries.
 """
 
@@ -84,7 +84,7 @@ class BenchmarkResult:
 
 
 class Benchmark(ABC):
-    """A loaded benchmark; subclasses set ``meta`` and implement :meth:`evaluate`."""
+    """A loaded benchmark; subclasses set ``meta`` and implement `evaluate`."""
 
     meta: BenchmarkMeta
     #: files whose bytes define the data (for the data fingerprint)
@@ -179,7 +179,7 @@ def rerank(
 def check_known_docs(
     path: Path, corpus: Mapping[str, Document], field_name: str, doc_ids: Iterable[str]
 ) -> None:
-    """Raise a located :class:`DataError` for the first id that is not in the corpus."""
+    """Raise a located `DataError` for the first id that is not in the corpus."""
     for doc_id in doc_ids:
         if doc_id not in corpus:
             raise DataError(path, None, field_name, f"document {doc_id!r} is not in corpus.jsonl")

@@ -1,6 +1,6 @@
 """Any BEIR folder: plain retrieval, to check that general retrieval does not collapse.
 
-Layout (:mod:`dualview.data.formats.beir`)::
+Layout (`dualview.data.formats.beir`)::
 
     <dir>/corpus.jsonl      {"_id", "title", "text"}
     <dir>/queries.jsonl     {"_id", "text"}

@@ -1,4 +1,4 @@
-"""LLM backends behind one interface (:class:`~dualview.synth.backends.base.ChatBackend`)."""
+"""LLM backends behind one interface (`dualview.synth.backends.base.ChatBackend`)."""
 
 from __future__ import annotations
 

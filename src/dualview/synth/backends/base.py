@@ -3,7 +3,7 @@
 Backends: ``openai`` (any OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp server,
 Ollama, OpenAI), ``local`` (an in-process model; the embedded Qwen2.5-Coder-0.5B GGUF by
 default, or any local Hugging Face causal LM path), ``vllm`` (offline batch generation on a
-GPU node). The runner only sees :class:`ChatBackend`.
+GPU node). The runner only sees `ChatBackend`.
 """
 
 from __future__ import annotations

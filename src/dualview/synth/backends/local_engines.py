@@ -2,12 +2,12 @@
 
 Two engines produce a chat answer from a local model file:
 
-- :class:`LlamaCppEngine` — llama-cpp-python on a GGUF file (quantized kernels; fast on CPU).
-- :class:`TransformersEngine` — Hugging Face transformers on a GGUF file (dequantized to
+- `LlamaCppEngine` — llama-cpp-python on a GGUF file (quantized kernels; fast on CPU).
+- `TransformersEngine` — Hugging Face transformers on a GGUF file (dequantized to
   float32 through ``gguf_file=``) or on any local causal-LM folder.
 
 Both apply the model's own chat template, and both sample only with what
-:class:`~dualview.synth.backends.base.SamplingParams` says (temperature 0 = greedy; top-k,
+`dualview.synth.backends.base.SamplingParams` says (temperature 0 = greedy; top-k,
 min-p and repetition penalties are switched off), so an answer depends on the prompt, the
 params and the model file alone. Stop strings are cut from the answer (OpenAI semantics:
 the stop string itself is not returned). Engines are not thread-safe: the backend calls them

@@ -4,7 +4,7 @@ Retries: 408/409/425/429, every 5xx, a 200 whose body is not a completion, conne
 and timeouts are retried up to ``max_retries`` times, waiting
 ``min(retry_max_s, retry_base_s * 2**attempt)`` scaled by a random factor in [0.5, 1]
 (jitter), or at least what the server asks for in ``Retry-After``. Any other
-4xx cannot succeed on retry and stops the run at once (:class:`BackendError`). The API key is
+4xx cannot succeed on retry and stops the run at once (`BackendError`). The API key is
 read from the environment variable named by ``api_key_env`` and never appears in a message.
 """
 
@@ -80,7 +80,7 @@ class OpenAIBackend:
     """Async client for ``POST {base_url}/chat/completions``.
 
     One ``aiohttp`` session per event loop, opened at the first request (a Ray task runs its
-    own loop) and closed by :meth:`aclose`; its connector keeps connections alive and sets no
+    own loop) and closed by `aclose`; its connector keeps connections alive and sets no
     limit of its own, since the runner's concurrency already bounds the requests in flight.
     The client's CPU per request is what caps one runner process at high concurrency: at 256
     requests in flight the runner used 1.7 ms per record with httpx and 0.66 ms with this
@@ -114,7 +114,7 @@ class OpenAIBackend:
         return key
 
     def _open_session(self) -> aiohttp.ClientSession:
-        """The session of the running loop (a new one after :meth:`aclose` or a new loop)."""
+        """The session of the running loop (a new one after `aclose` or a new loop)."""
         loop = asyncio.get_running_loop()
         session = self._session
         if session is None or session.closed or self._loop is not loop:

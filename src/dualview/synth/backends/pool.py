@@ -66,7 +66,7 @@ class Endpoint:
 
 
 class EndpointPool:
-    """A :class:`ChatBackend` spreading requests over several endpoints (module docstring)."""
+    """A `ChatBackend` spreading requests over several endpoints (module docstring)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """vLLM offline batch generation for GPU nodes, behind the same async interface.
 
-The runner calls :meth:`VLLMOfflineBackend.complete` for many units at once; requests that
+The runner calls `VLLMOfflineBackend.complete` for many units at once; requests that
 arrive within ``batch_window_s`` of each other are gathered and handed to ``LLM.chat`` as one
 batch in a worker thread, so vLLM's continuous batching sees the whole concurrency window.
 Requests with different sampling settings are batched separately.
