@@ -2,9 +2,9 @@
 
 Formats (``to``):
 
-- ``parquet``: the full record schema (:mod:`dualview.data.formats.parquet`).
+- ``parquet``: the full record schema (`dualview.data.formats.parquet`).
 - ``st-parquet``: sentence-transformers columns ``anchor``, ``positive``, ``negative_1`` …
-  ``negative_k`` (:mod:`dualview.data.formats.st`). A Parquet table needs the same columns in
+  ``negative_k`` (`dualview.data.formats.st`). A Parquet table needs the same columns in
   every row, so ``k`` defaults to the smallest negative count in the file; rows with fewer
   than an explicit ``k`` are skipped and counted.
 - ``hf`` / ``hf-st``: the same tables loaded as a Hugging Face ``datasets.Dataset`` and saved
@@ -16,7 +16,6 @@ as ``<out>.manifest.json``, inside a dataset folder as ``manifest.json``.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dualview.data.atomic_folder import atomic_dir
 from dualview.data.formats import parquet, st
 from dualview.data.jsonl import atomic_copy, iter_records
 from dualview.data.manifest import manifest_path
@@ -77,12 +77,12 @@ def write_st_parquet(
     return ExportResult(out, rows, skipped, k)
 
 
-def _save_dataset(parquet_file: Path, out: Path) -> None:
+def _save_dataset(parquet_file: Path, source: Path, out: Path) -> None:
     from datasets import Dataset
 
-    if out.exists():
-        shutil.rmtree(out)
-    Dataset.from_parquet(str(parquet_file)).save_to_disk(str(out))
+    with atomic_dir(out) as tmp:  # the previous export stays whole until this one is
+        Dataset.from_parquet(str(parquet_file)).save_to_disk(str(tmp))
+        _copy_manifest(source, tmp / "manifest.json")
 
 
 def export(
@@ -99,8 +99,7 @@ def export(
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         table = Path(tmp) / "table.parquet"
         result = _write_table(source, table, "parquet" if to == "hf" else "st-parquet", negatives)
-        _save_dataset(table, out)
-    _copy_manifest(source, out / "manifest.json")
+        _save_dataset(table, source, out)
     result.path = out
     return result
 

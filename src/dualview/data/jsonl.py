@@ -2,9 +2,9 @@
 
 Reading never loads a whole file: every reader is a generator over lines. Two ways to write:
 
-- :class:`AtomicJsonlWriter`: writes to a temporary file beside the target and renames it into
+- `AtomicJsonlWriter`: writes to a temporary file beside the target and renames it into
   place on success, so a killed job never leaves a half-written output behind.
-- :class:`AppendJsonlWriter`: append-only with ``fsync`` every ``sync_every`` lines, for
+- `AppendJsonlWriter`: append-only with ``fsync`` every ``sync_every`` lines, for
   resumable stages. On open it drops a torn last line (a line without its newline, left by a
   kill mid-write), so resuming never duplicates or corrupts a record.
 """
@@ -32,7 +32,7 @@ from dualview.errors import DataError, input_error, write_error
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for every non-blank line; 1-based line numbers.
 
-    Raises :class:`DataError` naming the file and line for invalid JSON or a non-object line.
+    Raises `DataError` naming the file and line for invalid JSON or a non-object line.
     """
     path = Path(path)
     for line_number, line in _iter_raw_lines(path):
@@ -45,7 +45,7 @@ BOM = b"\xef\xbb\xbf"
 
 
 def open_input(path: str | Path) -> BinaryIO:
-    """Open a user's input file for reading (binary); every OS failure as a :class:`DataError`.
+    """Open a user's input file for reading (binary); every OS failure as a `DataError`.
 
     A missing file, a folder, an unreadable file or a symlink loop is one clear line naming
     the path, never a traceback. All readers of user files open them through here.
@@ -63,8 +63,8 @@ def iter_binary_lines(
     """``(line_number, byte_offset, raw_line)`` of every non-blank line, streamed.
 
     A UTF-8 byte-order mark at the start is skipped (offsets point past it); CRLF endings
-    stay in ``raw_line`` (JSON and :func:`decode_text` treat ``\\r`` as whitespace). A line
-    longer than :data:`MAX_LINE_BYTES` is a :class:`DataError`. ``on_bytes`` sees every byte
+    stay in ``raw_line`` (JSON and `decode_text` treat ``\\r`` as whitespace). A line
+    longer than `MAX_LINE_BYTES` is a `DataError`. ``on_bytes`` sees every byte
     read, blank lines and BOM included (e.g. to hash the file in the same pass).
     """
     path = Path(path)
@@ -92,7 +92,7 @@ def iter_binary_lines(
 
 
 def decode_text(raw: bytes, path: str | Path, line_number: int | None) -> str:
-    """``raw`` as UTF-8 text, or a located :class:`DataError` naming the bad byte."""
+    """``raw`` as UTF-8 text, or a located `DataError` naming the bad byte."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -117,7 +117,7 @@ def _reject_constant(name: str) -> None:
 
 
 def decode_line(line: str | bytes, path: str | Path, line_number: int) -> dict[str, Any]:
-    """One JSONL line as a JSON object, or a located :class:`DataError`.
+    """One JSONL line as a JSON object, or a located `DataError`.
 
     Strict JSON: ``NaN`` and ``Infinity`` (which Python's json would accept) are errors.
     """
@@ -149,7 +149,7 @@ def read_json_file(path: str | Path) -> Any:
 def validation_error_to_data_error(
     exc: ValidationError, path: str | Path, line: int | None
 ) -> DataError:
-    """The first pydantic error as a :class:`DataError` with a dotted field path."""
+    """The first pydantic error as a `DataError` with a dotted field path."""
     first = exc.errors()[0]
     loc = ".".join(str(part) for part in first["loc"]) or "record"
     message = first["msg"]
@@ -161,7 +161,7 @@ def validation_error_to_data_error(
 
 
 def parse_record(obj: dict[str, Any], path: str | Path, line: int | None) -> Record:
-    """Validate one decoded line as a :class:`Record`, or raise a located :class:`DataError`."""
+    """Validate one decoded line as a `Record`, or raise a located `DataError`."""
     try:
         return Record.model_validate(obj)
     except ValidationError as exc:
@@ -216,7 +216,7 @@ def iter_records(
 ) -> Iterator[Record]:
     """Stream validated records from a JSONL file.
 
-    Without ``skip_invalid`` the first bad line raises :class:`DataError`. With it, bad lines
+    Without ``skip_invalid`` the first bad line raises `DataError`. With it, bad lines
     are handed to ``rejects`` (with their reason) and reading goes on. A repeated record id
     is a bad line unless ``unique_ids`` is off (statistics count them instead).
     """
@@ -251,7 +251,7 @@ def fault_point(label: str) -> None:
     ``DUALVIEW_FAULT_KILL_AT=N`` the process SIGKILLs itself at its N-th call (a seeded,
     reproducible kill point); with ``DUALVIEW_FAULT_LOG=FILE`` each call appends
     ``SCOPE<TAB>label`` to FILE (to count a run's points). With ``DUALVIEW_FAULT_SCOPE=NAME``
-    only calls inside that scope count (a pipeline stage's name, see :func:`fault_scope`).
+    only calls inside that scope count (a pipeline stage's name, see `fault_scope`).
     """
     kill_at = os.environ.get("DUALVIEW_FAULT_KILL_AT")
     log = os.environ.get("DUALVIEW_FAULT_LOG")
@@ -273,7 +273,7 @@ _fault_state: dict[str, Any] = {"calls": 0, "scope": ""}
 
 
 def fault_scope(name: str) -> None:
-    """Name the work that follows (a pipeline stage) for :func:`fault_point`."""
+    """Name the work that follows (a pipeline stage) for `fault_point`."""
     _fault_state["scope"] = name
 
 
@@ -284,7 +284,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     For writers that want a file name (``savefig``, ``torch.save``, Parquet): the data is
     fsynced and renamed over ``path``; on any error (a full disk included) the temporary
     file is removed and the previous ``path`` stays as it was. OS errors become a
-    one-line :class:`DataError` naming ``path``.
+    one-line `DataError` naming ``path``.
     """
     path = Path(path)
     try:
@@ -299,7 +299,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        _fsync_path(tmp)
+        fsync_path(tmp)
         fault_point(f"replace {path.name}")
         os.replace(tmp, path)
     except OSError as exc:
@@ -310,7 +310,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush ``path`` (a file or a folder) to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -319,13 +320,13 @@ def _fsync_path(path: Path) -> None:
 
 
 def atomic_copy(source: str | Path, path: str | Path) -> None:
-    """Copy ``source`` to ``path`` atomically (see :func:`atomic_path`)."""
+    """Copy ``source`` to ``path`` atomically (see `atomic_path`)."""
     with atomic_path(path) as tmp:
         shutil.copyfile(source, tmp)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_path`)."""
+    """Write ``text`` (UTF-8) to ``path`` atomically (see `atomic_path`)."""
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
         handle.write(text)
 

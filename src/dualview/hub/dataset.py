@@ -15,7 +15,6 @@ interval when given, the mix manifest and the license.
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from dualview import __version__
+from dualview.data.atomic_folder import atomic_dir
 from dualview.data.export import ExportResult
 from dualview.data.formats import parquet
 from dualview.data.jsonl import atomic_write_json, atomic_write_text, iter_records
@@ -165,11 +165,10 @@ def export_hub_dataset(
     source, out = Path(source), Path(out)
     provenance = collect(source, review)
     views: Counter[str] = Counter(r.view for r in iter_records(source))
-    if out.exists():
-        shutil.rmtree(out)
-    rows = parquet.write(iter_records(source), out / DATA_FILE)
-    name = (provenance["manifest"] or {}).get("name") or source.stem
-    meta = card_metadata(rows, license_id, pretty_name or f"dualview {name}")
-    atomic_write_json(out / "provenance.json", provenance)
-    atomic_write_text(out / "README.md", render_card(meta, views, provenance))
+    with atomic_dir(out) as tmp:  # the previous export stays whole until this one is
+        rows = parquet.write(iter_records(source), tmp / DATA_FILE)
+        name = (provenance["manifest"] or {}).get("name") or source.stem
+        meta = card_metadata(rows, license_id, pretty_name or f"dualview {name}")
+        atomic_write_json(tmp / "provenance.json", provenance)
+        atomic_write_text(tmp / "README.md", render_card(meta, views, provenance))
     return ExportResult(out, rows)

@@ -2,10 +2,10 @@
 
 Queries and documents share one backbone and differ only in their text and maximum length.
 A query's text is the query joined with its instruction through a template
-(:func:`dualview.data.formats.common.query_text`); a document's text is ``title text``, as
-in evaluation (:func:`dualview.retrieval.text.doc_text`, used by the batching).
+(`dualview.data.formats.common.query_text`); a document's text is ``title text``, as
+in evaluation (`dualview.retrieval.text.doc_text`, used by the batching).
 
-:meth:`BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
+`BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
 Normalize, per-task lengths, empty prompts because the instruction is already in the text)
 plus ``dualview_train.yaml`` (our config) and ``data_manifest.json`` (the mix manifest), so
 ``SentenceTransformer(path).encode_query(query_text(record))`` reproduces our embeddings.
@@ -14,7 +14,6 @@ plus ``dualview_train.yaml`` (our config) and ``data_manifest.json`` (the mix ma
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
+from dualview.data.atomic_folder import atomic_dir
 from dualview.data.formats.common import query_text
 from dualview.data.jsonl import atomic_copy, atomic_write_text
 from dualview.data.schema import Record
@@ -112,7 +112,7 @@ class BiEncoder(nn.Module):
         return cfg.query_max_length if kind == "query" else cfg.document_max_length
 
     def tokenize_ids(self, texts: list[str], kind: TextKind) -> TokenizedTexts:
-        """Unpadded, truncated token ids of ``texts`` (see :mod:`dualview.train.tokens`)."""
+        """Unpadded, truncated token ids of ``texts`` (see `dualview.train.tokens`)."""
         return tokenize_texts(self.tokenizer, texts, self.max_length(kind))
 
     def pad(
@@ -200,20 +200,24 @@ class BiEncoder(nn.Module):
             st_model = SentenceTransformer(
                 modules=modules, prompts={"query": "", "document": ""}, device="cpu"
             )
-            if path.exists():
-                shutil.rmtree(path)
-            st_model.save(str(path))
-        save_adapter(self.backbone, path)  # LoRA: the adapter alone, under lora_adapter/
+            with atomic_dir(path) as out:  # the previous model stays whole until this one is
+                st_model.save(str(out))
+                self._save_extras(out, train_config_yaml, manifest)
+        return path
+
+    def _save_extras(self, out: Path, train_config_yaml: str | None, manifest: Path | None) -> None:
+        """What dualview adds to the sentence-transformers folder ``out`` (see `save`)."""
+        cfg = self.config
+        save_adapter(self.backbone, out)  # LoRA: the adapter alone, under lora_adapter/
         info = {"query_template": cfg.query_template, "document_text": "title + ' ' + text"}
         if self.head is not None:
-            self.head.save(path)
+            self.head.save(out)
             info["interaction"] = "cross_attention"
-        atomic_write_text(path / MODEL_INFO_FILE, json.dumps(info, indent=2))
+        atomic_write_text(out / MODEL_INFO_FILE, json.dumps(info, indent=2))
         if train_config_yaml is not None:
-            atomic_write_text(path / "dualview_train.yaml", train_config_yaml)
+            atomic_write_text(out / "dualview_train.yaml", train_config_yaml)
         if manifest is not None and manifest.exists():
-            atomic_copy(manifest, path / "data_manifest.json")
+            atomic_copy(manifest, out / "data_manifest.json")
         from dualview.hub.model_card import write_model_card
 
-        write_model_card(path)  # replaces sentence-transformers' generic README.md
-        return path
+        write_model_card(out)  # replaces sentence-transformers' generic README.md

@@ -1,0 +1,118 @@
+"""Whole output folders replaced in one step: a saved model, a Hub dataset, an HF dataset.
+
+`atomic_dir` is the folder counterpart of `dualview.data.jsonl.atomic_path`. The writer
+fills a temporary folder beside the target. Every file in it is fsynced, and then it takes
+the target's place:
+
+- on Linux, with ``renameat2(RENAME_EXCHANGE)``, the old and new folders swap in one atomic
+  step;
+- elsewhere, the old folder is first renamed to ``.NAME.old``. A crash between the two
+  renames leaves it there, and the next writer of the same target puts it back.
+
+A reader therefore sees either the previous complete folder or the new complete one, never
+a mix or a missing folder. A failed or killed writer leaves the previous folder as it was.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import glob
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dualview.data.jsonl import fault_point, fsync_path
+from dualview.errors import write_error
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM}
+
+
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """A temporary folder beside ``path`` that replaces the folder ``path`` on success.
+
+    OS errors (a full disk included) become a one-line `DataError` naming ``path``; on any
+    error the temporary folder is removed and ``path`` keeps its previous contents.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _recover(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmpdir", dir=path.parent))
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        fault_point(f"replace {path.name}/")
+        _swap_in(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise write_error(path, exc) from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def _recover(path: Path) -> None:
+    """Undo what a killed writer of ``path`` left: its temporaries and a folder set aside."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmpdir"):
+        _remove(stale)
+    aside = _aside(path)
+    if aside.exists():
+        if path.exists():
+            _remove(aside)
+        else:
+            os.rename(aside, path)
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    if not (path.exists() or path.is_symlink()):
+        os.rename(tmp, path)
+    elif _exchange(tmp, path):
+        _remove(tmp)  # it now holds the previous folder
+    else:
+        aside = _aside(path)
+        os.rename(path, aside)
+        fault_point(f"set aside {path.name}/")
+        os.rename(tmp, path)
+        _remove(aside)
+    fsync_path(path.parent)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` atomically; False where the OS or file system cannot."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fsync_path(Path(folder) / name)
+        fsync_path(Path(folder))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
