@@ -30,9 +30,13 @@ import yaml
 from dualview.data import gold
 from dualview.data.jsonl import write_jsonl
 from dualview.data.mix import preset_config
+from dualview.hub.dataset import export_hub_dataset
+from dualview.review.store import make_verdict
 from dualview.synth.testing import StubServer
 from tests.conftest import FIXTURES
 from tests.helpers import make_record, run_cli
+from tests.hub_stub import HubStub
+from tests.review_fixtures import write_dv_file, write_judge
 
 RECORDS_ORIG = FIXTURES / "synth" / "orig.jsonl"
 RECORDS_DV = FIXTURES / "train" / "dv_small.jsonl"
@@ -169,6 +173,65 @@ def run_dir_member(member: str) -> Callable[[Path], Built]:
     return build
 
 
+def verdicts(root: Path) -> Built:
+    path = root / "verdicts.jsonl"
+    rows = [
+        make_verdict(_review_item(i), "ann", v, None, "")
+        for i, v in enumerate(("valid", "invalid", "valid"))
+    ]
+    write_jsonl(path, rows)
+    return path, path
+
+
+def _review_item(i: int) -> dict:
+    return {"item": f"it{i}", "stratum": "s", "judge": None, "expected": None}
+
+
+def judge_file(root: Path) -> Built:
+    """A ``verify`` output for ``OUT/dv.jsonl`` (kept records; rejections beside it)."""
+    dv = write_dv_file(root / "out" / "dv.jsonl", {"food": 3, "law": 3})
+    kept = write_judge(dv, ["r0-dv", "r1-dv", "r3-dv"], ["r2-dv"])
+    return kept, kept
+
+
+def _model_copy(root: Path) -> Path:
+    folder = root / "out" / "model"
+    if not folder.exists():
+        shutil.copytree(Path(os.environ["FUZZ_TINY_MODEL"]), folder)
+    return folder
+
+
+def model_member(member: str) -> Callable[[Path], Built]:
+    """A saved model folder (a copy of the tiny encoder) with ``member`` written valid."""
+
+    def build(root: Path) -> Built:
+        folder = _model_copy(root)
+        path = folder / member
+        if member.endswith(".yaml"):
+            path.write_text(yaml.safe_dump(train_yaml(root)))
+        else:
+            source = {"path": "/data/dv.jsonl", "sha256": "ab" * 32}
+            path.write_text(json.dumps({"kind": "dualview.mix", "size": 8, "sources": [source]}))
+        return folder, path
+
+    build.__name__ = f"model/{member}"
+    return build
+
+
+def eval_result(root: Path) -> Built:
+    _model_copy(root)
+    folder = Path(os.environ["FUZZ_RUN_DIR"])
+    result = next(p for p in folder.glob("eval-*/eval/*/*.json"))
+    return _copy(result, root)
+
+
+def hub_card(root: Path) -> Built:
+    """A ``dualview export --to hub-dataset`` folder; the card is the file under test."""
+    folder = root / "hub"
+    export_hub_dataset(RECORDS_ORIG, folder)
+    return folder, folder / "README.md"
+
+
 def shard(root: Path) -> Built:
     """A finished one-shard synth run (made once by the ``env`` fixture)."""
     made = Path(os.environ["FUZZ_SHARD"])
@@ -229,6 +292,17 @@ TARGETS = [
     Target(("export", "{P}", "{O}/o.parquet"), orig_records, accepts=EMPTY_OK),
     Target(("export", "{P}", "{O}/hub", "--to", "hub-dataset"), orig_records, accepts=EMPTY_OK, label="export-hub"),
     Target(("review", "export", "{P}", "--out", "{O}/r.md", "--n", "4"), dv_records, accepts=EMPTY_OK),
+    Target(("review", "{P}", "--n", "4"), dv_records, accepts=EMPTY_OK),
+    Target(("review", "export", "{O}/dv.jsonl", "--out", "{O}/r.md", "--judge", "{P}"), judge_file, accepts=EMPTY_OK | {"duplicate_ids"}),
+    # A verdict file is appended by the review page: a torn last line is a killed writer's.
+    Target(("review", "stats", "{P}"), verdicts, accepts=frozenset({"duplicate_ids", "truncated"})),
+    # A saved model's own files are optional (a plain ST model has none) and described, not
+    # validated: any YAML mapping or JSON object is shown; unreadable or broken ones are errors.
+    Target(("model-card", "{P}"), model_member("dualview_train.yaml"), fmt="yaml", accepts=EMPTY_OK | {"missing", "yaml_wrong_type", "yaml_unknown_key"}),
+    Target(("model-card", "{P}"), model_member("data_manifest.json"), fmt="json", accepts=frozenset({"missing", "wrong_shape"})),
+    Target(("model-card", "{O}/model", "--eval", "{P}"), eval_result, fmt="json"),
+    # A card cut short is still Markdown; its metadata block must be whole and a mapping.
+    Target(("push", "{P}", "user/fuzz", "--token-env", "FUZZ_HF_TOKEN"), hub_card, fmt="md", accepts=frozenset({"truncated"})),
     Target(("train", "{P}"), yaml_file(train_yaml), fmt="yaml"),
     Target(("train", "{P}"), train_data),
     Target(("eval", "{MODEL}", "-b", "paired={P}", "-o", "{O}/e"), paired_member("pairs.jsonl")),
@@ -301,6 +375,8 @@ def wrong_shape(path: Path) -> None:
         _set(path, b"only-one-column\nsecond\n")
     elif fmt == ".json":
         _set(path, b'["a", "list", "not", "an", "object"]\n')
+    elif fmt == ".md":  # a card whose metadata block is a list
+        _set(path, b"---\n- a\n- list\n---\n\n# card\n")
     else:
         _set(path, b"- a\n- list\n")
 
@@ -375,7 +451,7 @@ def _deny_root_unreadable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(io, "open", guarded)
 
 
-ALL = ("jsonl", "yaml", "tsv", "json")
+ALL = ("jsonl", "yaml", "tsv", "json", "md")
 INPUTS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "missing": (missing, ALL),
     "directory": (directory, ALL),
@@ -383,7 +459,7 @@ INPUTS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "random_bytes": (random_bytes, ALL),
     "invalid_utf8": (invalid_utf8, ALL),
     "bom_crlf": (bom_crlf, ALL),
-    "truncated": (truncated, ("jsonl", "json")),
+    "truncated": (truncated, ("jsonl", "json", "md")),
     "huge_line": (huge_line, ("jsonl",)),
     "wrong_shape": (wrong_shape, ALL),
     "duplicate_ids": (duplicate_ids, ("jsonl", "tsv")),
@@ -425,14 +501,14 @@ def env(tmp_path_factory: pytest.TempPathFactory):
     (stage / "configurations.json").write_text(json.dumps({"models": {"tiny": str(tiny)}}))
     (run / "stages.json").write_text(json.dumps({"eval": stage.name}))
     os.environ["FUZZ_RUN_DIR"] = str(run)
-    with StubServer() as server:
+    with StubServer() as server, HubStub() as hub:
         shard_out = root / "shard" / "shard.jsonl"
         shard_out.parent.mkdir()
         llm = [a.format(URL=server.base_url) for a in LLM]
         result = run_cli("synth", str(RECORDS_ORIG), str(shard_out), *llm, "--shard", "0/1")
         assert result.returncode == 0, result.stderr
         os.environ["FUZZ_SHARD"] = str(shard_out)
-        yield {"URL": server.base_url, "MODEL": str(tiny)}
+        yield {"URL": server.base_url, "MODEL": str(tiny), "HUB": hub.url}
     os.environ.pop("FUZZ_TINY_MODEL")
     os.environ.pop("FUZZ_RUN_DIR")
 
@@ -496,9 +572,20 @@ def test_fuzz_matrix(target, input_name, env, tmp_path, capsys, monkeypatch) -> 
     argv, damaged = prepare(target, input_name, tmp_path, env)
     if ROOT_UNREADABLE:  # running as root: simulate what chmod 000 does to other users
         _deny_root_unreadable(monkeypatch)
+    _offline_stand_ins(monkeypatch, env)
     arg = _arg_of(target, argv)
     code, out, err = invoke(argv, capsys)
     check(code, out, err, target, input_name, damaged, arg)
+
+
+def _offline_stand_ins(monkeypatch: pytest.MonkeyPatch, env: dict) -> None:
+    """``review SOURCE`` returns instead of serving; ``push`` uploads to the local Hub stub."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr("dualview.review.app.serve", lambda *args, **kwargs: None)
+    monkeypatch.setenv("FUZZ_HF_TOKEN", "hf_fuzz")
+    monkeypatch.setenv("HF_ENDPOINT", env["HUB"])
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
 
 def _arg_of(target: Target, argv: list[str]) -> str:

@@ -1,6 +1,6 @@
 """The sentence-transformers model card of a saved dualview model (``MODEL/README.md``).
 
-:func:`render_model_card` reads what :meth:`dualview.train.model.BiEncoder.save` leaves in
+`render_model_card` reads what `dualview.train.model.BiEncoder.save` leaves in
 the folder (``dualview_train.yaml``, ``data_manifest.json``, ``dualview_model.json``) and,
 when given, the result JSONs of ``dualview eval`` for the model, and writes:
 
@@ -23,31 +23,54 @@ from typing import Any
 import yaml
 
 from dualview import __version__
+from dualview.config import read_yaml
 from dualview.data.jsonl import atomic_write_text, read_json_file
+from dualview.errors import DataError
 from dualview.eval.run import display_value
 
 CARD_FILE = "README.md"
 
 
+def _present(path: Path) -> bool:
+    """``path`` exists, or is a link (a broken or looping link is read, and reported)."""
+    return path.is_symlink() or path.exists()
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.is_file() else {}
+    return read_yaml(path) if _present(path) else {}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    data = read_json_file(path) if path.is_file() else {}
+    data = read_json_file(path) if _present(path) else {}
     return data if isinstance(data, dict) else {}
 
 
+def _is_result(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("metrics"), dict)
+        and isinstance(data.get("benchmark"), dict)
+    )
+
+
 def eval_results(paths: list[Path]) -> list[dict[str, Any]]:
-    """The ``dualview eval`` result JSONs under ``paths`` (files or folders), by label."""
-    files: list[Path] = []
-    for path in paths:
-        files += sorted(path.rglob("*.json")) if path.is_dir() else [path]
+    """The ``dualview eval`` result JSONs under ``paths``, by label.
+
+    A folder is searched for result JSONs (other JSON files in it are skipped); a file named
+    on its own must be one, and a missing path is an error, never an empty table.
+    """
     results = []
-    for file in files:
-        data = _read_json(file)
-        if isinstance(data.get("metrics"), dict) and isinstance(data.get("benchmark"), dict):
-            results.append(data)
+    for path in paths:
+        if path.is_dir():
+            found = [read_json_file(f) for f in sorted(path.rglob("*.json"))]
+            if not any(_is_result(data) for data in found):
+                raise DataError(path, None, "folder", "no dualview eval result JSON in it")
+            results += [data for data in found if _is_result(data)]
+            continue
+        data = read_json_file(path)
+        if not _is_result(data):
+            raise DataError(path, None, "json", "not a dualview eval result (no metrics)")
+        results.append(data)
     return sorted(results, key=lambda r: r["benchmark"].get("label", ""))
 
 
@@ -123,8 +146,12 @@ def _manifest_lines(manifest: dict[str, Any]) -> list[str]:
         return ["No data manifest was saved with the model."]
     head = {k: manifest.get(k) for k in ("kind", "name", "seed", "size", "counts") if k in manifest}
     lines = [f"`{json.dumps(head)}`", ""]
-    for src in manifest.get("sources", []):
-        lines.append(f"- `{Path(src['path']).name}` sha256 `{src['sha256'][:16]}`")
+    sources = manifest.get("sources")
+    for src in sources if isinstance(sources, list) else []:
+        if isinstance(src, dict) and isinstance(src.get("path"), str):
+            lines.append(f"- `{Path(src['path']).name}` sha256 `{str(src.get('sha256'))[:16]}`")
+        else:  # not a manifest dualview wrote: shown as it is
+            lines.append(f"- `{json.dumps(src)[:200]}`")
     return lines
 
 
@@ -193,7 +220,10 @@ def write_model_card(
     name: str | None = None,
     license_id: str = "apache-2.0",
 ) -> Path:
-    """Write ``MODEL/README.md`` (see :func:`render_model_card`); returns its path."""
-    target = Path(model_dir) / CARD_FILE
+    """Write ``MODEL/README.md`` (see `render_model_card`); returns its path."""
+    model_dir = Path(model_dir)
+    if not any((model_dir / name).is_file() for name in ("modules.json", "config.json")):
+        raise DataError(model_dir, None, "model", "not a saved model folder (no modules.json)")
+    target = model_dir / CARD_FILE
     atomic_write_text(target, render_model_card(model_dir, eval_paths, name, license_id))
     return target

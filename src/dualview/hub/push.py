@@ -11,8 +11,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from dualview.errors import ConfigError, DualviewError
+import yaml
+
+from dualview.data.jsonl import read_input_text
+from dualview.errors import ConfigError, DataError, DualviewError
+
+CARD_FILE = "README.md"
 
 REPO_TYPES = ("dataset", "model")
 
@@ -30,6 +36,33 @@ def guess_repo_type(folder: Path) -> str:
     if (folder / "modules.json").is_file() or (folder / "config.json").is_file():
         return "model"
     return "dataset"
+
+
+def check_card(folder: Path) -> dict[str, Any]:
+    """``FOLDER/README.md``'s YAML metadata; a missing, unreadable or broken card is an error.
+
+    The card is what the Hub shows and indexes, so a damaged one is refused before anything
+    is uploaded.
+    """
+    card = folder / CARD_FILE
+    if not (card.is_symlink() or card.exists()):
+        raise DualviewError(f"{folder}: no {CARD_FILE} card; export or save it with dualview first")
+    text = read_input_text(card)
+    if not text.strip():
+        raise DataError(card, None, "card", "empty")
+    if not text.startswith("---\n"):
+        return {}
+    end = text.find("\n---", 4)
+    if end < 0:
+        raise DataError(card, 1, "metadata", "the YAML block opened by --- is never closed")
+    try:
+        meta = yaml.safe_load(text[4:end])
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not parseable"
+        raise DataError(card, None, "metadata", f"invalid YAML: {problem}") from None
+    if meta is not None and not isinstance(meta, dict):
+        raise DataError(card, 2, "metadata", "expected a YAML mapping between the --- lines")
+    return meta or {}
 
 
 def read_token(token_env: str) -> str:
@@ -52,8 +85,7 @@ def push(
     from huggingface_hub import HfApi
 
     folder = Path(folder)
-    if not (folder / "README.md").is_file():
-        raise DualviewError(f"{folder}: no README.md card; export or save it with dualview first")
+    check_card(folder)
     kind = repo_type or guess_repo_type(folder)
     if kind not in REPO_TYPES:
         raise ConfigError(f"repo type {kind!r}: choose from {list(REPO_TYPES)}")
