@@ -70,8 +70,15 @@ class RunnerConfig(StrictModel):
     engine: Literal["local", "ray"] = "local"
     # Ray cluster to join (e.g. "auto" or "ray://head:10001"); default: start a local one.
     ray_address: str | None = None
-    # Units per Ray task (each task runs its batch concurrently).
+    # Units per Ray task (each task runs its batch concurrently); with backend vllm, the
+    # processor's batch size.
     ray_batch_size: int = Field(default=64, ge=1)
+    # Backend vllm on Ray (Ray Data LLM's vLLM processor, see ray_vllm.py): units whose
+    # prompts go out together in rounds, vLLM engines (one per GPU, or per tensor-parallel
+    # group), and extra vLLM engine arguments (e.g. tensor_parallel_size).
+    ray_vllm_window: int = Field(default=4096, ge=1)
+    ray_vllm_replicas: int = Field(default=1, ge=1)
+    ray_vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,10 @@ def make_runner(
     task: Task, backend: BackendConfig, params: SamplingParams, config: RunnerConfig
 ) -> Runner:
     """The runner that ``config.engine`` names: this process (local) or Ray Data (ray)."""
+    if config.engine == "ray" and backend.kind == "vllm":
+        from dualview.synth.ray_vllm import RayVLLMRunner
+
+        return RayVLLMRunner(task, backend, params, config)
     if config.engine == "ray":
         from dualview.synth.ray_engine import RayRunner
 

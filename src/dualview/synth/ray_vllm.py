@@ -1,0 +1,241 @@
+"""Ray Data LLM's vLLM processor as the engine of a synthesis run (``engine: ray`` with
+``backend.kind: vllm``).
+
+A task run asks the LLM one prompt at a time, and some ask again: a retry after an answer
+that does not parse, or a second question that depends on the first answer. A processor, on
+the other hand, maps one Dataset of prompts to one Dataset of answers. This engine connects
+the two in rounds:
+
+1. The task of every uncached unit of a window (``ray_vllm_window`` units) starts on the
+   driver against `RoundBackend`. Each `complete` call parks its request and waits.
+2. Once every live task waits (or is done), the parked requests become one Ray Dataset.
+   ``build_processor(vLLMEngineProcessorConfig(...))`` runs it on the cluster's GPUs, with
+   ``ray_vllm_replicas`` engines and row-level sampling parameters. Answers come back by
+   request index and wake their tasks.
+3. A task that finishes has its outcome cached at once, exactly as in the local runner.
+   Its next prompt, if any, waits for the next round.
+
+Parsing, retries, replay of older answers and the output (step 3 of `dualview.synth.runner`)
+are the local runner's own. So a killed job reruns only its unfinished units. The cache key
+names the model as ``vllm:MODEL``, as the in-process `vllm` backend does, so the two share a
+cache. ``vllm`` and ``ray[data]`` must be importable on the GPU workers; the guarded imports
+say what to install when they are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dualview.data.schema import Record
+from dualview.errors import ConfigError
+from dualview.progress import make_progress
+from dualview.synth.backends.base import (
+    BackendConfig,
+    Completion,
+    Message,
+    SamplingParams,
+)
+from dualview.synth.cache import ResultCache
+from dualview.synth.ray_engine import import_ray
+from dualview.synth.runner import Runner, RunnerConfig, Tally, UnitSource
+from dualview.synth.task import Outcome, Task
+
+# A processor: a Ray Dataset of requests (columns i, messages, sampling) to one of answers
+# (columns i, text, tokens_in, tokens_out).
+Processor = Callable[[Any], Any]
+
+# Event-loop turns without any new request or finished task before a round is sent.
+_SETTLED_TURNS = 3
+
+
+class RoundBackend:
+    """Parks every request until the engine answers a whole round (see module docstring)."""
+
+    def __init__(self, model: str) -> None:
+        self.identity = f"vllm:{model}"
+        self.parked: list[tuple[list[Message], SamplingParams, asyncio.Future]] = []
+
+    async def complete(self, messages: list[Message], params: SamplingParams) -> Completion:
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.parked.append((messages, params, future))
+        return await future
+
+    def take(self) -> list[tuple[list[Message], SamplingParams, asyncio.Future]]:
+        parked, self.parked = self.parked, []
+        return parked
+
+    async def aclose(self) -> None:
+        for _, _, future in self.take():
+            future.cancel()
+
+
+def request_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Processor preprocess: our request row as the vLLM stage's input."""
+    sampling = json.loads(row["sampling"])
+    return {
+        "i": row["i"],
+        "messages": json.loads(row["messages"]),
+        "sampling_params": {
+            "temperature": sampling["temperature"],
+            "top_p": sampling["top_p"],
+            "max_tokens": sampling["max_tokens"],
+            "seed": sampling["seed"],
+            "stop": sampling["stop"],
+        },
+    }
+
+
+def answer_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Processor postprocess: the vLLM stage's output as our answer row."""
+    return {
+        "i": row["i"],
+        "text": row.get("generated_text") or "",
+        "tokens_in": int(row.get("num_input_tokens") or 0),
+        "tokens_out": int(row.get("num_generated_tokens") or 0),
+    }
+
+
+def build_vllm_processor(backend: BackendConfig, config: RunnerConfig) -> Processor:
+    """Ray Data LLM's vLLM processor for ``backend.model`` (GPU workers with ``vllm``)."""
+    from dualview.synth.backends.vllm_offline import import_vllm
+
+    try:
+        from ray.data.llm import build_processor, vLLMEngineProcessorConfig
+    except ImportError:
+        raise ConfigError(
+            "engine ray with backend vllm needs Ray Data LLM: pip install 'ray[data,llm]'"
+        ) from None
+    import_vllm()
+    processor_config = vLLMEngineProcessorConfig(
+        model_source=backend.model,
+        engine_kwargs={"max_model_len": backend.n_ctx, **config.ray_vllm_engine_kwargs},
+        concurrency=config.ray_vllm_replicas,
+        batch_size=config.ray_batch_size,
+    )
+    return build_processor(processor_config, preprocess=request_row, postprocess=answer_row)
+
+
+class RayVLLMRunner(Runner):
+    """A `Runner` whose prompts are answered in rounds by Ray Data LLM's vLLM processor."""
+
+    def __init__(
+        self,
+        task: Task,
+        backend_config: BackendConfig,
+        params: SamplingParams,
+        config: RunnerConfig,
+        processor: Processor | None = None,
+    ) -> None:
+        if config.requests_per_minute or config.tokens_per_minute:
+            raise ConfigError(
+                "rate limits apply to API endpoints; the vLLM processor runs on your own GPUs "
+                "(drop requests_per_minute / tokens_per_minute)"
+            )
+        self.ray = import_ray()
+        self.round_backend = RoundBackend(backend_config.model)
+        super().__init__(task, self.round_backend, params, config)
+        self.processor = processor or build_vllm_processor(backend_config, config)
+        self.rounds = 0
+
+    async def _execute(
+        self,
+        units: UnitSource,
+        lo: int,
+        hi: int,
+        cache: ResultCache,
+        errors: dict[str, Outcome],
+        tally: Tally,
+    ) -> None:
+        if not self.ray.is_initialized():
+            self.ray.init(address=self.config.ray_address, log_to_driver=False)
+        with make_progress() as progress:
+            bar = progress.add_task(f"{self.task.name} (vllm)", total=hi - lo, status="")
+            window: dict[str, list[Record]] = {}
+            for key, unit in self._keyed(units, lo, hi):
+                if key in cache:
+                    tally.counts[cache.status(key)] += 1
+                elif key not in window:  # the same unit twice: its result serves both
+                    window[key] = unit
+                    if len(window) < self.config.ray_vllm_window:
+                        continue
+                    await self._window(window, cache, errors, tally)
+                    window = {}
+                progress.update(bar, completed=sum(tally.counts.values()), status=tally.text())
+            if window:
+                await self._window(window, cache, errors, tally)
+            progress.update(bar, completed=sum(tally.counts.values()), status=tally.text())
+
+    async def _window(
+        self,
+        window: dict[str, list[Record]],
+        cache: ResultCache,
+        errors: dict[str, Outcome],
+        tally: Tally,
+    ) -> None:
+        """Run the tasks of ``window`` to the end, one round of prompts at a time."""
+        runs = {
+            asyncio.create_task(self._one(unit, self._earlier_outcome(cache, unit))): key
+            for key, unit in window.items()
+        }
+        try:
+            while runs:
+                await self._settle(runs)
+                for run in [r for r in runs if r.done()]:
+                    key = runs.pop(run)
+                    self._record(key, window[key][0].id, run.result(), cache, errors, tally)
+                parked = self.round_backend.take()
+                if parked:
+                    self._answer(parked)
+        finally:
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
+
+    async def _settle(self, runs: dict[asyncio.Task, str]) -> None:
+        """Return when every run waits for an answer or is done."""
+        quiet, seen = 0, None
+        while quiet < _SETTLED_TURNS:
+            await asyncio.sleep(0)
+            state = (len(self.round_backend.parked), sum(r.done() for r in runs))
+            quiet = quiet + 1 if state == seen else 0
+            seen = state
+
+    def _answer(self, parked: list[tuple[list[Message], SamplingParams, asyncio.Future]]) -> None:
+        """One round: every parked request through the processor; wake each with its answer."""
+        self.rounds += 1
+        rows = [
+            {"i": i, "messages": json.dumps(m), "sampling": params.model_dump_json()}
+            for i, (m, params, _) in enumerate(parked)
+        ]
+        started = time.perf_counter()
+        dataset = self.ray.data.from_items(rows)
+        answers = {int(row["i"]): row for row in self.processor(dataset).take_all()}
+        latency = (time.perf_counter() - started) / len(parked)
+        for i, (_, _, future) in enumerate(parked):
+            row = answers.get(i)
+            if row is None:
+                future.set_exception(RuntimeError(f"the vLLM processor lost request {i}"))
+                continue
+            future.set_result(
+                Completion(str(row["text"]), int(row["tokens_in"]), int(row["tokens_out"]), latency)
+            )
+
+    @staticmethod
+    def _record(
+        key: str,
+        unit_id: str,
+        outcome: Outcome,
+        cache: ResultCache,
+        errors: dict[str, Outcome],
+        tally: Tally,
+    ) -> None:
+        if outcome.status == "error":
+            errors[key] = outcome
+        else:
+            cache.put(key, unit_id, outcome)
+        tally.counts[outcome.status] += 1
+        tally.fresh += 1
