@@ -52,7 +52,7 @@ def check_card(folder: Path) -> dict[str, Any]:
         raise DataError(card, None, "card", "empty")
     if not text.startswith("---\n"):
         return {}
-    end = text.find("\n---", 4)
+    end = text.find("\n---", 3)  # "---\n---" is an empty block
     if end < 0:
         raise DataError(card, 1, "metadata", "the YAML block opened by --- is never closed")
     try:

@@ -184,12 +184,15 @@ class RayVLLMRunner(Runner):
         try:
             while runs:
                 await self._settle(runs)
-                for run in [r for r in runs if r.done()]:
+                finished = [r for r in runs if r.done()]
+                for run in finished:
                     key = runs.pop(run)
                     self._record(key, window[key][0].id, run.result(), cache, errors, tally)
                 parked = self.round_backend.take()
                 if parked:
                     self._answer(parked)
+                elif runs and not finished:  # nothing to answer and nothing moved: a bug
+                    raise RuntimeError(f"{len(runs)} task runs wait on something besides the LLM")
         finally:
             for run in runs:
                 run.cancel()
