@@ -43,18 +43,26 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     try:
-        data = yaml.safe_load(read_input_text(path))
+        text = read_input_text(path)
     except DataError as exc:
         raise ConfigError(str(exc)) from None
+    return parse_yaml_mapping(text, path)
+
+
+def parse_yaml_mapping(text: str, source: str | Path, first_line: int = 1) -> dict[str, Any]:
+    """YAML ``text`` that must be a mapping (empty is ``{}``); errors name ``source`` and
+    the line, counting the text's first line as ``first_line`` (for a block in a file)."""
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
-        line = f":{where.line + 1}" if where is not None else ""
+        line = f":{where.line + first_line}" if where is not None else ""
         problem = getattr(exc, "problem", None) or "not parseable"
-        raise ConfigError(f"{path}{line}: invalid YAML: {problem}") from None
+        raise ConfigError(f"{source}{line}: invalid YAML: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(f"{source}: expected a mapping at the top level")
     return data
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from dualview.config import parse_yaml_mapping
 from dualview.data.jsonl import read_input_text
 from dualview.errors import ConfigError, DataError, DualviewError
 
@@ -55,14 +54,7 @@ def check_card(folder: Path) -> dict[str, Any]:
     end = text.find("\n---", 3)  # "---\n---" is an empty block
     if end < 0:
         raise DataError(card, 1, "metadata", "the YAML block opened by --- is never closed")
-    try:
-        meta = yaml.safe_load(text[4:end])
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or "not parseable"
-        raise DataError(card, None, "metadata", f"invalid YAML: {problem}") from None
-    if meta is not None and not isinstance(meta, dict):
-        raise DataError(card, 2, "metadata", "expected a YAML mapping between the --- lines")
-    return meta or {}
+    return parse_yaml_mapping(text[4:end], card, first_line=2)
 
 
 def read_token(token_env: str) -> str:

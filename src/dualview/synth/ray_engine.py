@@ -101,7 +101,7 @@ class RayRunner(Runner):
         rows: dict[str, dict[str, str]] = {}
         for key, unit in self._keyed(units, lo, hi):
             if key in cache:
-                tally.counts[cache.status(key)] += 1
+                tally.add(cache.status(key), False)
                 continue
             if key not in rows:  # the same unit twice: its result serves both
                 earlier = self._earlier_outcome(cache, unit)
@@ -166,8 +166,8 @@ class RayRunner(Runner):
                 endpoint.trips += used[3]
                 endpoint.latency_sum += used[4]
 
-    @staticmethod
     def _record(
+        self,
         key: str,
         unit_id: str,
         text: str,
@@ -177,14 +177,7 @@ class RayRunner(Runner):
     ) -> None:
         if key in cache:  # a retried batch answered it again: keep the first
             return
-        outcome = Outcome.from_json(json.loads(text))
-        if outcome.status == "error":
-            errors[key] = outcome
-        else:
-            errors.pop(key, None)
-            cache.put(key, unit_id, outcome)
-        tally.counts[outcome.status] += 1
-        tally.fresh += 1
+        self._store(key, unit_id, Outcome.from_json(json.loads(text)), cache, errors, tally)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -157,7 +157,7 @@ class RayVLLMRunner(Runner):
             window: dict[str, list[Record]] = {}
             for key, unit in self._keyed(units, lo, hi):
                 if key in cache:
-                    tally.counts[cache.status(key)] += 1
+                    tally.add(cache.status(key), False)
                 elif key not in window:  # the same unit twice: its result serves both
                     window[key] = unit
                     if len(window) < self.config.ray_vllm_window:
@@ -187,7 +187,7 @@ class RayVLLMRunner(Runner):
                 finished = [r for r in runs if r.done()]
                 for run in finished:
                     key = runs.pop(run)
-                    self._record(key, window[key][0].id, run.result(), cache, errors, tally)
+                    self._store(key, window[key][0].id, run.result(), cache, errors, tally)
                 parked = self.round_backend.take()
                 if parked:
                     self._answer(parked)
@@ -226,19 +226,3 @@ class RayVLLMRunner(Runner):
             future.set_result(
                 Completion(str(row["text"]), int(row["tokens_in"]), int(row["tokens_out"]), latency)
             )
-
-    @staticmethod
-    def _record(
-        key: str,
-        unit_id: str,
-        outcome: Outcome,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
-    ) -> None:
-        if outcome.status == "error":
-            errors[key] = outcome
-        else:
-            cache.put(key, unit_id, outcome)
-        tally.counts[outcome.status] += 1
-        tally.fresh += 1

@@ -127,6 +127,11 @@ class Tally:
         self.started = time.perf_counter()
         self.fresh = 0
 
+    def add(self, status: str, fresh: bool) -> None:
+        """Count one unit: its outcome ``status``, and whether this run computed it."""
+        self.counts[status] += 1
+        self.fresh += int(fresh)
+
     def text(self) -> str:
         rate = self.fresh / max(1e-9, time.perf_counter() - self.started)
         parts = [f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s] or s != "skipped"]
@@ -223,18 +228,14 @@ class Runner:
             bar = progress.add_task(f"{self.task.name}", total=hi - lo, status="")
 
             def done(status: str, fresh: bool) -> None:
-                tally.counts[status] += 1
-                tally.fresh += int(fresh)
+                tally.add(status, fresh)
                 progress.update(bar, advance=1, status=tally.text())
 
             async def work(key: str, unit: list[Record]) -> None:
                 try:
                     outcome = await self._one(unit, self._earlier_outcome(cache, unit))
-                    if outcome.status == "error":
-                        errors[key] = outcome
-                    else:
-                        cache.put(key, unit[0].id, outcome)
-                    done(outcome.status, True)
+                    self._store(key, unit[0].id, outcome, cache, errors, tally)
+                    progress.update(bar, advance=1, status=tally.text())
                 except BaseException as exc:  # a fatal backend error or cancellation
                     fatal.append(exc)
                 finally:
@@ -263,6 +264,24 @@ class Runner:
         real = [e for e in fatal if not isinstance(e, asyncio.CancelledError)]
         if real:
             raise real[0]
+
+    @staticmethod
+    def _store(
+        key: str,
+        unit_id: str,
+        outcome: Outcome,
+        cache: ResultCache,
+        errors: dict[str, Outcome],
+        tally: Tally,
+    ) -> None:
+        """Keep a fresh outcome: cached, or an ``error`` held apart (not cached, so a rerun
+        retries it); counted in ``tally``."""
+        if outcome.status == "error":
+            errors[key] = outcome
+        else:
+            errors.pop(key, None)
+            cache.put(key, unit_id, outcome)
+        tally.add(outcome.status, True)
 
     def _keyed(self, units: UnitSource, lo: int, hi: int) -> Iterator[tuple[str, list[Record]]]:
         """The units at positions ``[lo, hi)`` of the input, each with its cache key."""
