@@ -45,6 +45,12 @@ def import_ray() -> Any:
     return ray
 
 
+def join_ray(ray: Any, address: str | None) -> None:
+    """Join the cluster at ``address`` (None: start a local one), once per process."""
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+
+
 def run_batch(
     batch: dict[str, Any],
     task: Task,
@@ -123,8 +129,7 @@ class RayRunner(Runner):
         tally: Tally,
     ) -> None:
         ray = self.ray
-        if not ray.is_initialized():
-            ray.init(address=self.config.ray_address, log_to_driver=False)
+        join_ray(ray, self.config.ray_address)
         rows = self._pending(units, lo, hi, cache, tally)
         if not rows:
             return

@@ -40,7 +40,7 @@ from dualview.synth.backends.base import (
     SamplingParams,
 )
 from dualview.synth.cache import ResultCache
-from dualview.synth.ray_engine import import_ray
+from dualview.synth.ray_engine import import_ray, join_ray
 from dualview.synth.runner import Runner, RunnerConfig, Tally, UnitSource
 from dualview.synth.task import Outcome, Task
 
@@ -150,8 +150,7 @@ class RayVLLMRunner(Runner):
         errors: dict[str, Outcome],
         tally: Tally,
     ) -> None:
-        if not self.ray.is_initialized():
-            self.ray.init(address=self.config.ray_address, log_to_driver=False)
+        join_ray(self.ray, self.config.ray_address)
         with make_progress() as progress:
             bar = progress.add_task(f"{self.task.name} (vllm)", total=hi - lo, status="")
             window: dict[str, list[Record]] = {}
