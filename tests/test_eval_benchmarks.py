@@ -117,6 +117,8 @@ def test_paired_metrics(ctx: EvalContext) -> None:
     assert m["pairwise accuracy"] == pytest.approx(50.0)
     assert m["length/p-MRR"] == pytest.approx(50.0)
     assert m["keyword/pairwise accuracy"] == pytest.approx(0.0)
+    assert m["length/nDCG@10"] == pytest.approx(1.0)
+    assert m["keyword/nDCG@10"] == pytest.approx(RANK2)
     assert m["nDCG@10"] == pytest.approx((2 + 2 * RANK2) / 4)
 
 

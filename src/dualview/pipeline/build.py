@@ -39,7 +39,7 @@ from dualview.data.jsonl import (
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.schema import Record
 from dualview.errors import DualviewError, Interrupted
-from dualview.eval.benchmarks import parse_spec
+from dualview.eval.benchmarks import data_path
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.report.run_report import CONFIGURATIONS
@@ -288,7 +288,7 @@ def report_stage(exp: Experiment):
 def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
     paths = []
     for spec in specs:
-        _, _, path = parse_spec(spec)
+        path = data_path(spec)
         if path is not None:
             paths.append(path)
     return paths

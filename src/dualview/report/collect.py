@@ -22,7 +22,17 @@ EXTRA_METRICS = {
     "beir": ("nDCG@10", "Recall@100"),
     "paired": ("pairwise accuracy", "p-MRR", "nDCG@10"),
     "instructir": ("nDCG@10", "Robustness@10"),
+    "phenomena": (
+        "p-MRR",
+        "nDCG@10",
+        "polarity/p-MRR",
+        "polarity/nDCG@10",
+        "negation/p-MRR",
+        "negation/nDCG@10",
+    ),
 }
+# Benchmarks in the paired layout: their files feed the error analysis (`report.flips`).
+PAIRED_KINDS = ("paired", "phenomena")
 
 
 def column_sources(kind: str, label: str, metrics: dict[str, float]) -> dict[str, str]:
@@ -107,7 +117,7 @@ def _add_result(row: ConfigResult, path: Path) -> None:
         row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
         row.per_query.update(pmrr_per_query(bench_label, payload))
         row.query_values.update(query_values(kind, bench_label, payload))
-        if kind == "paired":
+        if kind in PAIRED_KINDS:
             row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise DataError(path, None, "json", f"not a dualview eval result ({exc!r})") from None

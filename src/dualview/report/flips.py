@@ -28,7 +28,7 @@ from dualview.data.schema import Document
 from dualview.report.table import ConfigResult
 
 ACCURACY_SUFFIX = "pairwise accuracy"
-_GOLD_PAIR = re.compile(r"^gold-([a-z_]+)-\d{3}")
+_GOLD_PAIR = re.compile(r"^(?:gold-([a-z_]+)-\d{3}|phen-([a-z_]+)-[pn]\d{2})")
 SNIPPET_WORDS = 60
 
 
@@ -62,9 +62,9 @@ class Flips:
 
 
 def domain_of(pair_id: str) -> str:
-    """The gold domain in a gold pair id, else ``"-"``."""
+    """The domain in a gold or phenomenon-set pair id, else ``"-"``."""
     match = _GOLD_PAIR.match(pair_id)
-    return match.group(1) if match else "-"
+    return (match.group(1) or match.group(2)) if match else "-"
 
 
 def wins(values: Mapping[str, Sequence[float]]) -> dict[str, bool]:

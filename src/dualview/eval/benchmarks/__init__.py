@@ -15,6 +15,7 @@ from dualview.eval.benchmarks.infosearch import InfoSearch
 from dualview.eval.benchmarks.instructir import InstructIR
 from dualview.eval.benchmarks.mair import MAIR
 from dualview.eval.benchmarks.paired import PairedInstructions
+from dualview.eval.benchmarks.phenomena import Phenomena
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "followir": FollowIR,
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "mair": MAIR,
     "instructir": InstructIR,
     "paired": PairedInstructions,
+    "phenomena": Phenomena,
     "beir": Beir,
 }
 
@@ -51,6 +53,13 @@ def load_benchmark(spec: str) -> Benchmark:
     return BENCHMARKS[kind](path, subsets)
 
 
+def data_path(spec: str) -> Path | None:
+    """The local data a spec reads: its ``=PATH``, else the data bundled with its kind
+    (``phenomena``), else None (fetched from the Hub by name)."""
+    kind, _, path = parse_spec(spec)
+    return path if path is not None else BENCHMARKS[kind].bundled_path
+
+
 def spec_label(spec: str) -> str:
     """Short name of a spec for file names and tables: ``kind`` or ``kind-subset+subset``."""
     kind, subsets, _ = parse_spec(spec)
@@ -63,6 +72,7 @@ __all__ = [
     "BenchmarkMeta",
     "BenchmarkResult",
     "EvalContext",
+    "data_path",
     "load_benchmark",
     "parse_spec",
     "spec_label",

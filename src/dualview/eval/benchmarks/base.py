@@ -89,6 +89,8 @@ class Benchmark(ABC):
     meta: BenchmarkMeta
     #: files whose bytes define the data (for the data fingerprint)
     files: list[Path]
+    #: the folder read when the spec names no path, for data shipped with dualview
+    bundled_path: Path | None = None
 
     @abstractmethod
     def evaluate(self, ctx: EvalContext) -> BenchmarkResult:

@@ -24,7 +24,8 @@ Reported (query ids ``<pair_id>/a`` and ``<pair_id>/b``; ``constraint`` groups t
 - ``p-MRR`` (×100), both directions: from side a's run to side b's run over the documents
   satisfying a and not b (ids ``<pair_id>/a>b``), and the reverse;
 - ``nDCG@10`` with the satisfying documents as relevant;
-- per constraint label: ``<constraint>/p-MRR`` and ``<constraint>/pairwise accuracy``.
+- per constraint label: ``<constraint>/p-MRR``, ``<constraint>/pairwise accuracy`` and
+  ``<constraint>/nDCG@10``.
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ class PairedInstructions(Benchmark):
         self.pairs = read_pairs(folder / "pairs.jsonl", self.corpus)
         if subsets:
             self.pairs = [p for p in self.pairs if p.constraint in subsets]
+            if not self.pairs:
+                raise DataError(folder / "pairs.jsonl", None, "constraint", f"no pair has {subsets}")
         self.files = [folder / "corpus.jsonl", folder / "pairs.jsonl"]
 
     def _runs(self, ctx: EvalContext) -> dict[str, dict[str, float]]:
@@ -189,9 +192,14 @@ class PairedInstructions(Benchmark):
         pmrr = p_mrr(og_run, new_run, changed)
         result.add("p-MRR", pmrr)
         result.add("pairwise accuracy", accuracy)
-        result.add("nDCG@10", ir_metrics(qrels, run, ["nDCG@10"])["nDCG@10"])
+        ndcg = ir_metrics(qrels, run, ["nDCG@10"])["nDCG@10"]
+        result.add("nDCG@10", ndcg)
         for label in sorted({p.constraint for p in self.pairs if p.constraint}):
             ids = {p.pair_id for p in self.pairs if p.constraint == label}
+            result.add(
+                f"{label}/nDCG@10",
+                _subset(ndcg, {k for k in ndcg.per_query if k.rsplit("/", 1)[0] in ids}),
+            )
             result.add(
                 f"{label}/p-MRR",
                 _subset(pmrr, {k for k in pmrr.per_query if k.rsplit("/", 1)[0] in ids}),
