@@ -173,7 +173,9 @@ def paired_rows(pairs: list[SourcePair]) -> tuple[list[dict[str, Any]], list[dic
     for item in pairs:
         p = item.pair
         for side in (p.a, p.b):
-            corpus.setdefault(side.doc_id, {"_id": side.doc_id, "title": side.title, "text": side.text})
+            corpus.setdefault(
+                side.doc_id, {"_id": side.doc_id, "title": side.title, "text": side.text}
+            )
         a_id, b_id = p.a.doc_id, p.b.doc_id
         same = [o for o in pairs if o.domain == item.domain and o is not item]
         rows.append(
@@ -181,8 +183,18 @@ def paired_rows(pairs: list[SourcePair]) -> tuple[list[dict[str, Any]], list[dic
                 "pair_id": PAIR_PREFIX + p.id,
                 "domain": item.domain,
                 "constraint": p.phenomenon,
-                "a": {"query": p.a.query, "instruction": "", "satisfying": [a_id], "violating": [b_id]},
-                "b": {"query": p.b.query, "instruction": "", "satisfying": [b_id], "violating": [a_id]},
+                "a": {
+                    "query": p.a.query,
+                    "instruction": "",
+                    "satisfying": [a_id],
+                    "violating": [b_id],
+                },
+                "b": {
+                    "query": p.b.query,
+                    "instruction": "",
+                    "satisfying": [b_id],
+                    "violating": [a_id],
+                },
                 "candidates": [a_id, b_id, *_extras(item, same)],
             }
         )
@@ -206,7 +218,10 @@ def compute_counts(pairs: list[SourcePair]) -> dict[str, Any]:
 
 def counts_markdown(counts: dict[str, Any]) -> str:
     """The generated counts block of the card."""
-    lines = ["| domain | " + " | ".join(PHENOMENA) + " | total |", "|---" * (len(PHENOMENA) + 2) + "|"]
+    lines = [
+        "| domain | " + " | ".join(PHENOMENA) + " | total |",
+        "|---" * (len(PHENOMENA) + 2) + "|",
+    ]
     for domain, per in counts["domains"].items():
         cells = " | ".join(str(per[k]) for k in PHENOMENA)
         lines.append(f"| {domain} | {cells} | {sum(per.values())} |")
@@ -225,7 +240,9 @@ def update_card(card: Path, counts: dict[str, Any]) -> None:
     atomic_write_text(card, text[:start] + counts_markdown(counts) + text[end + len(CARD_END) :])
 
 
-def build(source_dir: str | Path = SOURCE_DIR, out_dir: str | Path = PHENOMENA_DIR) -> dict[str, Any]:
+def build(
+    source_dir: str | Path = SOURCE_DIR, out_dir: str | Path = PHENOMENA_DIR
+) -> dict[str, Any]:
     """Validate the sources and write the paired-layout files, counts and card block."""
     out = Path(out_dir)
     pairs = load_pairs(source_dir)

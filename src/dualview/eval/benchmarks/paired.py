@@ -150,7 +150,9 @@ class PairedInstructions(Benchmark):
         if subsets:
             self.pairs = [p for p in self.pairs if p.constraint in subsets]
             if not self.pairs:
-                raise DataError(folder / "pairs.jsonl", None, "constraint", f"no pair has {subsets}")
+                raise DataError(
+                    folder / "pairs.jsonl", None, "constraint", f"no pair has {subsets}"
+                )
         self.files = [folder / "corpus.jsonl", folder / "pairs.jsonl"]
 
     def _runs(self, ctx: EvalContext) -> dict[str, dict[str, float]]:
