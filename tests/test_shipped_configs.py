@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dualview.config import load_config
+from dualview.config import load_config, validate_config
+from dualview.pipeline.build import train_config_dict
 from dualview.pipeline.experiment import load_experiment
+from dualview.pipeline.sweep import load_sweep
 from dualview.train.config import TrainConfig
 from tests.conftest import REPO_ROOT
 
@@ -19,10 +21,16 @@ def test_there_are_configs():
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
 def test_experiment_configs_load(path):
-    experiment = load_experiment(path)
-    assert experiment.mixes and experiment.evaluation.benchmarks
-    if experiment.training.base is not None:
-        assert (REPO_ROOT / experiment.training.base).is_file()
+    sweep = load_sweep(path)
+    experiments = [r.experiment for r in sweep.runs] if sweep else [load_experiment(path)]
+    for experiment in experiments:
+        assert experiment.mixes and experiment.evaluation.benchmarks
+        if experiment.training.base is not None:
+            assert (REPO_ROOT / experiment.training.base).is_file()
+        if sweep:  # every arm's training settings are valid (a typo under overrides too)
+            data = train_config_dict(experiment, None)
+            data["data"]["train_file"] = "unused"
+            validate_config(TrainConfig, data, str(path))
 
 
 @pytest.mark.parametrize("path", TRAINING, ids=lambda p: p.name)

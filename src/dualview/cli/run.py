@@ -11,8 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dualview.errors import DualviewError
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
+from dualview.pipeline.sweep import load_sweep, run_sweep
 from dualview.report.table import BEST_SEPARATOR
 
 console = Console(stderr=True)
@@ -39,7 +41,18 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run an experiment: every stage cached by its inputs, resumable after a kill."""
+    """Run an experiment: every stage cached by its inputs, resumable after a kill. With a
+    `sweep:` block, every arm and seed of the grid, then one report of the whole sweep."""
+    sweep = load_sweep(experiment, overrides)
+    if sweep is not None:
+        if reuse_from:
+            raise DualviewError("--reuse-from: not with a sweep (its arms reuse each other)")
+        run_sweep(sweep, console, dry_run=dry_run)
+        if not dry_run:
+            from dualview.report.sweep_report import report_sweep
+
+            _print_files(report_sweep(sweep.sweep_dir))
+        return
     exp = load_experiment(experiment, overrides)
     outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from)
     if not dry_run and "report" in outputs:
@@ -66,7 +79,10 @@ def demo(
 
 def report(
     run_dirs: Annotated[
-        list[Path], typer.Argument(help="Run folder(s) of `dualview run`; several = seeds.")
+        list[Path],
+        typer.Argument(
+            help="Run folder(s) of `dualview run`; several = seeds; or one sweep folder."
+        ),
     ],
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default RUN_DIR/report).")
@@ -103,6 +119,7 @@ def report(
     with paired significance (bootstrap CI, randomization p, Holm) and error analysis."""
     from dualview.report import ReportOptions
     from dualview.report.run_report import report_runs
+    from dualview.report.sweep_report import is_sweep_dir, report_sweep
     from dualview.review.stats import report_sections
 
     options = ReportOptions(
@@ -111,7 +128,10 @@ def report(
         n_resamples=resamples,
         sections=report_sections(review, run_dirs),
     )
-    files = report_runs(run_dirs, out, options)
+    if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
+        files = report_sweep(run_dirs[0], out, options)
+    else:
+        files = report_runs(run_dirs, out, options)
     _print_files(files)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -45,14 +46,16 @@ def run_experiment(
     console: Console | None = None,
     dry_run: bool = False,
     reuse_from: list[Path] | None = None,
+    build: Callable[[Experiment, list[Path] | None], Pipeline] = build_pipeline,
 ) -> dict[str, Path]:
     """Print the plan, then (unless ``dry_run``) run every stage that is not cached.
 
     ``reuse_from``: other run folders whose finished stages with the same key are copied
-    instead of rerun (e.g. the synthesis of a seed sweep's first run).
+    instead of rerun (e.g. the synthesis of a seed sweep's first run). ``build``: what turns
+    the experiment into stages (tests pass a stand-in).
     """
     console = console or Console(stderr=True)
-    pipeline = build_pipeline(exp, reuse_from)
+    pipeline = build(exp, reuse_from)
     console.print(plan_table(pipeline))
     if dry_run:
         return {p.stage.name: p.out_dir for p in pipeline.plan()}

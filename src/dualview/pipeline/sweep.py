@@ -1,0 +1,285 @@
+"""Sweeps: one experiment file, a grid of settings and seeds, one run folder per arm and seed.
+
+An experiment file with a ``sweep:`` block expands into arms (the conventions follow W&B
+sweeps for the file and Hydra's multirun for the folders; docs/architecture/sweeps.md)::
+
+    sweep:
+      method: grid                 # the only method: every combination, in file order
+      parameters:                  # key path -> values (or {values: [...]}, W&B's form)
+        training.overrides.data.view_policy: [together, separate]
+        training.overrides.max_steps: [40, 160]
+      seeds: [1, 2, 3]             # each arm once per seed (written to `seed_keys`)
+      seed_keys: [seed]            # default: the experiment's seed (mix sampling)
+      control: Ins-orig            # the report's control: a configuration, arm or row
+
+- A key path names a key of the experiment (``training.overrides.max_steps``). Everything
+  after ``overrides`` is one key of that flat map (``data.view_policy``), exactly what
+  ``--set training.overrides.data.view_policy=separate`` means for the trainer.
+- Arm ``max_steps=40,view_policy=separate`` (shortest unambiguous key suffixes, Hydra's
+  override dirname) of seed 1 runs in ``SWEEP_DIR/max_steps=40,view_policy=separate/seed=1``
+  (``SWEEP_DIR``: the experiment's ``run_dir``, default ``runs/<name>``).
+- Every arm is an ordinary run: its stages are cached by key, so a killed sweep resumes
+  where it stopped, and a new value or seed runs only the new arms. Stages that several arms
+  share (data, mixes when only training changes) are copied from the arm that ran them
+  (``reuse_from``), not recomputed.
+- ``sweep.json`` in the sweep folder lists the arms and seeds; ``dualview report SWEEP_DIR``
+  reports the whole sweep (`dualview.report.sweep_report`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from rich.console import Console
+from rich.table import Table
+
+from dualview.config import ConfigError, StrictModel, apply_overrides, read_yaml, validate_config
+from dualview.lock import folder_lock
+from dualview.pipeline.build import build_pipeline
+from dualview.pipeline.experiment import Experiment
+from dualview.pipeline.runner import run_experiment
+from dualview.pipeline.stages import Pipeline
+from dualview.report.sweep_report import SweepArm, SweepManifest, write_manifest
+
+SWEEP_KEY = "sweep"
+FLAT_MAPS = ("overrides",)  # mappings whose keys are dotted paths themselves
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+MAX_LABEL = 120
+
+Builder = Callable[[Experiment, list[Path] | None], Pipeline]
+
+
+class SweepSpec(StrictModel):
+    """The ``sweep:`` block (module docstring)."""
+
+    method: Literal["grid"] = "grid"
+    parameters: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=list)
+    seed_keys: list[str] = Field(default_factory=lambda: ["seed"], min_length=1)
+    control: str | None = None
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _values(cls, raw: Any) -> Any:
+        """``key: [a, b]`` or W&B's ``key: {values: [a, b]}``; at least one value each."""
+        if not isinstance(raw, dict):
+            return raw
+        out = {}
+        for key, spec in raw.items():
+            values = (
+                spec.get("values") if isinstance(spec, dict) and set(spec) == {"values"} else spec
+            )
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"{key}: give a non-empty list of values (or {{values: [...]}})")
+            if len({json.dumps(v, sort_keys=True, default=str) for v in values}) != len(values):
+                raise ValueError(f"{key}: repeated value in {values}")
+            out[key] = values
+        return out
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"repeated seed in {seeds}")
+        return seeds
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    """One arm at one seed: its settings, label, run folder and validated experiment."""
+
+    label: str
+    settings: dict[str, Any]
+    seed: int | None
+    experiment: Experiment
+
+    @property
+    def run_dir(self) -> Path:
+        return self.experiment.resolved_run_dir()
+
+
+@dataclass
+class Sweep:
+    """An expanded sweep: the base experiment's folder, the spec and every arm run."""
+
+    name: str
+    sweep_dir: Path
+    spec: SweepSpec
+    runs: list[ArmRun] = field(default_factory=list)
+
+    def manifest(self) -> SweepManifest:
+        arms: dict[str, SweepArm] = {}
+        for run in self.runs:
+            arm = arms.setdefault(run.label, SweepArm(label=run.label, settings=run.settings))
+            arm.runs[str(run.seed)] = str(run.run_dir.relative_to(self.sweep_dir))
+        return SweepManifest(
+            name=self.name,
+            method=self.spec.method,
+            parameters=self.spec.parameters,
+            seeds=self.spec.seeds,
+            control=self.spec.control,
+            arms=list(arms.values()),
+        )
+
+
+def set_key(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested ``data``; below a flat map (``overrides``) the rest of the
+    path is one key."""
+    node = data
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"sweep: {key}: {part} is not a mapping")
+        node = child
+        if part in FLAT_MAPS:
+            node[".".join(parts[i + 1 :])] = copy.deepcopy(value)
+            return
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Each key's shortest dotted suffix that no other key ends with."""
+    out = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            suffix = ".".join(parts[-n:])
+            if not any(o != key and (o == suffix or o.endswith("." + suffix)) for o in keys):
+                out[key] = suffix
+                break
+        else:
+            out[key] = key
+    return out
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def arm_label(settings: dict[str, Any], names: dict[str, str]) -> str:
+    """Hydra's override dirname: ``max_steps=40,view_policy=separate`` (file-system safe)."""
+    label = ",".join(
+        f"{names[k]}={_UNSAFE.sub('_', _value_text(v)).strip('_')}" for k, v in settings.items()
+    )
+    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 13] + "~" + _digest(label)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def grid(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every combination of the parameters' values, the first key varying slowest."""
+    keys = list(spec.parameters)
+    return [
+        dict(zip(keys, combo, strict=True))
+        for combo in itertools.product(*spec.parameters.values())
+    ]
+
+
+def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
+    """The arm runs of ``raw`` (an experiment mapping without its sweep block)."""
+    base = validate_config(Experiment, copy.deepcopy(raw), source)
+    sweep_dir = base.resolved_run_dir()
+    names = short_names(list(spec.parameters))
+    sweep = Sweep(base.name, sweep_dir, spec)
+    labels: set[str] = set()
+    for settings in grid(spec):
+        label = arm_label(settings, names)
+        if label in labels:
+            raise ConfigError(f"{source}: sweep: two arms would share the folder {label!r}")
+        labels.add(label)
+        for seed in spec.seeds or [None]:
+            data = copy.deepcopy(raw)
+            for key, value in settings.items():
+                set_key(data, key, value)
+            if seed is not None:
+                for key in spec.seed_keys:
+                    set_key(data, key, seed)
+            folder = sweep_dir / (label or "default")
+            data["run_dir"] = str(folder / f"seed={seed}" if seed is not None else folder)
+            where = f"{source}: sweep arm {label or 'default'}" + (
+                f" seed {seed}" if seed is not None else ""
+            )
+            exp = validate_config(Experiment, data, where)
+            sweep.runs.append(ArmRun(label, settings, seed, exp))
+    return sweep
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> Sweep | None:
+    """The expanded sweep of an experiment file, or None when it has no ``sweep:`` block.
+    ``--set`` overrides apply before expansion (``--set sweep.seeds=[1,2,3,4]`` too)."""
+    raw = apply_overrides(read_yaml(path), overrides or [])
+    block = raw.pop(SWEEP_KEY, None)
+    if block is None:
+        return None
+    spec = validate_config(SweepSpec, block, f"{path}: sweep")
+    return expand(raw, spec, str(path))
+
+
+def _others(sweep: Sweep, run: ArmRun) -> list[Path]:
+    """Run folders of the other arms that exist: finished stages with the same key are
+    copied from them instead of rerun."""
+    return [r.run_dir for r in sweep.runs if r is not run and r.run_dir.is_dir()]
+
+
+def status_counts(pipeline: Pipeline) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in pipeline.plan():
+        counts[item.status] = counts.get(item.status, 0) + 1
+    return counts
+
+
+def grid_table(sweep: Sweep, build: Builder = build_pipeline) -> Table:
+    """The grid with each arm run's stages by status (what is cached, what would run)."""
+    table = Table(title=f"sweep {sweep.name}: {sweep.sweep_dir}")
+    for column in ("arm", "seed", "stages", "cached", "to copy", "to resume", "to run", "folder"):
+        table.add_column(column)
+    for run in sweep.runs:
+        counts = status_counts(build(run.experiment, _others(sweep, run)))
+        table.add_row(
+            run.label or "default",
+            "-" if run.seed is None else str(run.seed),
+            str(sum(counts.values())),
+            str(counts.get("cached", 0)),
+            str(counts.get("reusable", 0)),
+            str(counts.get("partial", 0)),
+            str(counts.get("pending", 0)),
+            str(run.run_dir.relative_to(sweep.sweep_dir)),
+        )
+    return table
+
+
+def run_sweep(
+    sweep: Sweep,
+    console: Console | None = None,
+    dry_run: bool = False,
+    build: Builder = build_pipeline,
+) -> dict[str, dict[str, Path]]:
+    """Print the grid; unless ``dry_run``, write ``sweep.json`` and run every arm in order
+    (each resumable and cached by stage). Returns ``run folder -> stage -> folder``."""
+    console = console or Console(stderr=True)
+    console.print(grid_table(sweep, build))
+    if dry_run:
+        return {}
+    outputs: dict[str, dict[str, Path]] = {}
+    sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
+    with folder_lock(sweep.sweep_dir):  # one sweep writer; each arm also locks its folder
+        write_manifest(sweep.sweep_dir, sweep.manifest())
+        for i, run in enumerate(sweep.runs, 1):
+            seed = "" if run.seed is None else f", seed {run.seed}"
+            console.rule(f"arm {i}/{len(sweep.runs)}: {run.label or 'default'}{seed}")
+            outputs[str(run.run_dir)] = run_experiment(
+                run.experiment, console, reuse_from=_others(sweep, run), build=build
+            )
+    return outputs

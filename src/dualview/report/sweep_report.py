@@ -1,0 +1,191 @@
+"""One report over a whole sweep (``dualview report SWEEP_DIR``).
+
+A sweep folder (`dualview.pipeline.sweep`) holds one run folder per arm and seed and a
+manifest, ``sweep.json`` (`SweepManifest`), naming them. The report:
+
+- rows ``<configuration> [<arm>]`` (each trained mix of each arm; the untrained ``base`` rows
+  once, from the first arm that has results), mean ± sd over the arm's seeds;
+- paired significance of every row against its control (`control_pairs`), a query's values
+  averaged over seeds first, Holm-corrected over all the comparisons of a metric in the
+  sweep;
+- the error analysis of the same pairs, and the plots of `dualview.report.write_report`.
+
+Runs without results yet (a sweep still running, or killed) are left out and listed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from dualview.config import StrictModel, validate_config
+from dualview.data.jsonl import atomic_write_text, read_json_file
+from dualview.errors import DualviewError
+from dualview.report import ReportFiles, ReportOptions, write_report
+from dualview.report.compare import is_base
+from dualview.report.run_report import find_eval_stage, rows_of_eval_stage
+from dualview.report.table import ConfigResult, aggregate
+
+SWEEP_MANIFEST = "sweep.json"
+DEFAULT_CONTROL = "Ins-orig"
+
+
+class SweepArm(StrictModel):
+    """One grid point: its label, its settings (key path -> value) and its run per seed."""
+
+    label: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    runs: dict[str, str] = Field(default_factory=dict, description="seed -> run folder")
+
+
+class SweepManifest(StrictModel):
+    """What `dualview.pipeline.sweep` wrote: the grid, the seeds and the control."""
+
+    name: str
+    method: str = "grid"
+    parameters: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=list)
+    control: str | None = None
+    arms: list[SweepArm] = Field(min_length=1)
+
+
+def is_sweep_dir(path: str | Path) -> bool:
+    return (Path(path) / SWEEP_MANIFEST).is_file()
+
+
+def read_manifest(sweep_dir: str | Path) -> SweepManifest:
+    path = Path(sweep_dir) / SWEEP_MANIFEST
+    return validate_config(SweepManifest, read_json_file(path), str(path))
+
+
+def write_manifest(sweep_dir: str | Path, manifest: SweepManifest) -> Path:
+    path = Path(sweep_dir) / SWEEP_MANIFEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(manifest.model_dump(), indent=2, default=str) + "\n")
+    return path
+
+
+def row_name(configuration: str, arm: str) -> str:
+    """``Ins-DV-gold [max_steps=40,view_policy=separate]``; a bare name for an unnamed arm."""
+    return f"{configuration} [{arm}]" if arm else configuration
+
+
+def _arm_runs(sweep_dir: Path, arm: SweepArm) -> tuple[list[list[ConfigResult]], list[str]]:
+    """Rows of each finished run of ``arm``, and the runs that have no results yet."""
+    runs, missing = [], []
+    for seed, folder in arm.runs.items():
+        run_dir = sweep_dir / folder
+        try:
+            runs.append(rows_of_eval_stage(find_eval_stage(run_dir)))
+        except DualviewError:
+            missing.append(f"{arm.label or '-'} seed {seed}")
+    return runs, missing
+
+
+def sweep_rows(
+    sweep_dir: str | Path, manifest: SweepManifest
+) -> tuple[list[ConfigResult], list[str]]:
+    """Rows of the sweep (seeds aggregated per arm) and the runs left out (no results)."""
+    folder = Path(sweep_dir)
+    rows: list[ConfigResult] = []
+    missing: list[str] = []
+    base_done = False
+    for arm in manifest.arms:
+        runs, gaps = _arm_runs(folder, arm)
+        missing += gaps
+        if not runs:
+            continue
+        for row in aggregate(runs):
+            if is_base(row.name):
+                if base_done:
+                    continue
+            else:
+                row.name = row_name(row.name, arm.label)
+            rows.append(row)
+        base_done = True
+    if not rows:
+        raise DualviewError(f"{folder}: no run of the sweep has evaluation results yet")
+    bases = [r for r in rows if is_base(r.name)]
+    return bases + [r for r in rows if not is_base(r.name)], missing
+
+
+def control_pairs(manifest: SweepManifest, names: list[str]) -> list[tuple[str, str]]:
+    """``(row, control row)`` pairs for the sweep's ``control``:
+
+    - a row name (``Ins-orig [max_steps=40]``): every other trained row against it;
+    - an arm label (``max_steps=40``): each row against the same configuration in that arm;
+    - a configuration name (``Ins-orig``, the default): each row against that configuration
+      in its own arm.
+    """
+    control = manifest.control or DEFAULT_CONTROL
+    trained = [n for n in names if not is_base(n)]
+    if control in trained:
+        return [(n, control) for n in trained if n != control]
+    labels = [a.label for a in manifest.arms]
+    pairs = []
+    for arm in manifest.arms:
+        for name in trained:
+            prefix = _configuration(name, arm.label)
+            if prefix is None:
+                continue
+            by_arm = control in labels  # the same configuration in the control arm
+            other = row_name(prefix, control) if by_arm else row_name(control, arm.label)
+            if other != name and other in names:
+                pairs.append((name, other))
+    if not pairs:
+        raise DualviewError(
+            f"sweep control {control!r} matches no row, arm or configuration with results "
+            f"(rows: {', '.join(names)})"
+        )
+    return pairs
+
+
+def _configuration(name: str, label: str) -> str | None:
+    """The configuration part of a row name of arm ``label``, or None if another arm's."""
+    if not label:
+        return name if "[" not in name else None
+    suffix = f" [{label}]"
+    return name[: -len(suffix)] if name.endswith(suffix) else None
+
+
+def _setup_section(manifest: SweepManifest, missing: list[str]) -> tuple[str, str]:
+    lines = [
+        f"Grid ({manifest.method}) over {len(manifest.arms)} arm(s) x "
+        f"{len(manifest.seeds) or 1} seed(s) {manifest.seeds or ''}; control: "
+        f"`{manifest.control or DEFAULT_CONTROL}`.",
+        "",
+        "| parameter | values |",
+        "|---|---|",
+        *(f"| `{k}` | {', '.join(map(str, v))} |" for k, v in manifest.parameters.items()),
+    ]
+    if missing:
+        lines += ["", "Left out (no evaluation results yet): " + "; ".join(missing) + "."]
+    return "Sweep", "\n".join(lines)
+
+
+def report_sweep(
+    sweep_dir: str | Path,
+    out_dir: str | Path | None = None,
+    options: ReportOptions | None = None,
+) -> ReportFiles:
+    """The whole sweep's report (default output ``SWEEP_DIR/report``)."""
+    folder = Path(sweep_dir)
+    manifest = read_manifest(folder)
+    rows, missing = sweep_rows(folder, manifest)
+    options = options or ReportOptions()
+    pairs = options.comparisons
+    if pairs is None:
+        pairs = control_pairs(manifest, [r.name for r in rows])
+    resolved = ReportOptions(
+        comparisons=pairs,
+        error_pairs=pairs if options.error_pairs is None else options.error_pairs,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
+        flip_limit=options.flip_limit,
+        sections=[_setup_section(manifest, missing), *options.sections],
+    )
+    out = Path(out_dir) if out_dir is not None else folder / "report"
+    return write_report(rows, out, title=f"sweep {manifest.name}", options=resolved)
