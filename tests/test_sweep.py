@@ -24,6 +24,7 @@ from dualview.pipeline.sweep import (
     short_names,
 )
 from dualview.report.sweep_report import control_pairs, read_manifest, report_sweep
+from tests.helpers import run_cli
 
 QUERIES = [f"q{i}" for i in range(24)]
 
@@ -155,8 +156,11 @@ def test_dry_run_with_the_real_stages_writes_nothing(tmp_path: Path) -> None:
     console = Console(record=True, width=250)
     assert run_sweep(sweep, console, dry_run=True) == {}
     text = console.export_text()
-    assert "view_policy=separate,max_steps=4" in text and "seed=2" in text
+    assert "view_policy=separate,max_steps=4" in text and "seed=<seed>" in text
     assert not (tmp_path / "sweep").exists()
+    result = run_cli("run", str(tmp_path / "study.yaml"), "--dry-run")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "sweep study: 8 runs" in result.stderr and not (tmp_path / "sweep").exists()
 
 
 # -- a sweep run with stand-in stages (no training): caching, extension, report ----------
@@ -243,7 +247,11 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
     console = Console(record=True, width=250)
     console.print(grid_table(bigger, build))
     table = console.export_text()
-    assert table.count("│ 3      │ 3      │ 0       │ 0         │ 0      │") == 4  # cached
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines()]
+    cached = [row for row in cells if row[2:7] == ["3", "3", "0", "0", "0"]]
+    assert len(cached) == 4  # the four runs already done: every stage cached
+    fresh = [row for row in cells if row[2:7] == ["3", "0", "1", "0", "2"]]
+    assert len(fresh) == 5  # new runs: the shared data stage copied, train and eval to run
     calls.log.clear()
     run_sweep(bigger, quiet, build=build)
     ran = sorted(
@@ -276,6 +284,11 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
     assert separate["diff"] > 10 and separate["significant"]
     assert abs(together["diff"]) < 5 and not together["significant"]
     assert separate["p_holm"] >= separate["p_value"]  # Holm over the sweep's comparisons
+
+    # the CLI: `dualview report SWEEP_DIR` is the same sweep report
+    result = run_cli("report", str(tmp_path / "sweep"), "--out", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| Ins-DV [view_policy=mixed] |" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_control_can_be_an_arm_or_a_row(tmp_path: Path) -> None:

@@ -242,9 +242,13 @@ def status_counts(pipeline: Pipeline) -> dict[str, int]:
 
 def grid_table(sweep: Sweep, build: Builder = build_pipeline) -> Table:
     """The grid with each arm run's stages by status (what is cached, what would run)."""
-    table = Table(title=f"sweep {sweep.name}: {sweep.sweep_dir}")
-    for column in ("arm", "seed", "stages", "cached", "to copy", "to resume", "to run", "folder"):
-        table.add_column(column)
+    table = Table(
+        title=f"sweep {sweep.name}: {len(sweep.runs)} runs",
+        caption=f"run folders: {sweep.sweep_dir}/<arm>/seed=<seed>",
+    )
+    table.add_column("arm", overflow="fold")
+    for column in ("seed", "stages", "cached", "to copy", "to resume", "to run"):
+        table.add_column(column, justify="right")
     for run in sweep.runs:
         counts = status_counts(build(run.experiment, _others(sweep, run)))
         table.add_row(
@@ -255,7 +259,6 @@ def grid_table(sweep: Sweep, build: Builder = build_pipeline) -> Table:
             str(counts.get("reusable", 0)),
             str(counts.get("partial", 0)),
             str(counts.get("pending", 0)),
-            str(run.run_dir.relative_to(sweep.sweep_dir)),
         )
     return table
 
