@@ -307,3 +307,43 @@ def test_control_can_be_an_arm_or_a_row(tmp_path: Path) -> None:
     assert len(control_pairs(one_row, names)) == 7
     with pytest.raises(Exception, match="matches no row"):
         control_pairs(manifest.model_copy(update={"control": "nothing"}), names)
+
+
+def test_a_failed_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
+    spec = {"parameters": {"training.overrides.max_steps": [1, 2, 3]}}
+    calls = Calls()
+    fail = {"max_steps=2"}
+
+    def build(exp: Experiment, reuse_from: list[Path] | None) -> Pipeline:
+        pipeline = _fake_builder(calls)(exp, reuse_from)
+        train = pipeline.stages[1]
+        inner = train.fn
+
+        def flaky(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+            inner(out, up)
+            if out.parent.name in fail:
+                raise RuntimeError("killed")
+            return {}
+
+        train.fn = flaky
+        return pipeline
+
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    sweep = load_sweep(_write(tmp_path, spec))
+    assert sweep is not None
+    with pytest.raises(RuntimeError, match="killed"):
+        run_sweep(sweep, quiet, build=build)
+    assert read_manifest(tmp_path / "sweep").arms[2].label == "max_steps=3"  # written first
+    partial = report_sweep(tmp_path / "sweep").markdown.read_text()
+    assert "Left out (no evaluation results yet): max_steps=2; max_steps=3." in partial
+    fail.clear()
+    calls.log.clear()
+    run_sweep(sweep, quiet, build=build)
+    ran = [(k, Path(out).parent.name) for k, out in calls.log]
+    assert ran == [
+        ("train", "max_steps=2"),  # re-entered in its folder
+        ("eval", "max_steps=2"),
+        ("train", "max_steps=3"),
+        ("eval", "max_steps=3"),
+    ]
+    assert len(list((tmp_path / "sweep" / "max_steps=2").glob("train-*"))) == 1

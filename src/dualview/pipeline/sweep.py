@@ -120,7 +120,8 @@ class Sweep:
         arms: dict[str, SweepArm] = {}
         for run in self.runs:
             arm = arms.setdefault(run.label, SweepArm(label=run.label, settings=run.settings))
-            arm.runs[str(run.seed)] = str(run.run_dir.relative_to(self.sweep_dir))
+            seed = "-" if run.seed is None else str(run.seed)
+            arm.runs[seed] = str(run.run_dir.relative_to(self.sweep_dir))
         return SweepManifest(
             name=self.name,
             method=self.spec.method,

@@ -38,7 +38,7 @@ class SweepArm(StrictModel):
 
     label: str
     settings: dict[str, Any] = Field(default_factory=dict)
-    runs: dict[str, str] = Field(default_factory=dict, description="seed -> run folder")
+    runs: dict[str, str] = Field(default_factory=dict, description="seed (or -) -> run folder")
 
 
 class SweepManifest(StrictModel):
@@ -81,7 +81,8 @@ def _arm_runs(sweep_dir: Path, arm: SweepArm) -> tuple[list[list[ConfigResult]],
         try:
             runs.append(rows_of_eval_stage(find_eval_stage(run_dir)))
         except DualviewError:
-            missing.append(f"{arm.label or '-'} seed {seed}")
+            where = "" if seed == "-" else f" seed {seed}"
+            missing.append(f"{arm.label or 'default'}{where}")
     return runs, missing
 
 
