@@ -163,6 +163,21 @@ def experiment(root: Path) -> dict:
     }
 
 
+def sweep_experiment(root: Path) -> dict:
+    sweep = {"parameters": {"training.config.batch_size": [1, 2]}, "seeds": [1]}
+    return {**experiment(root), "sweep": sweep}
+
+
+def sweep_manifest(root: Path) -> Built:
+    """A sweep folder of one arm and seed (the fuzz run) and its ``sweep.json``."""
+    folder = root / "sweep"
+    shutil.copytree(Path(os.environ["FUZZ_RUN_DIR"]), folder / "a" / "seed=1")
+    arm = {"label": "a", "settings": {"seed": 1}, "runs": {"1": "a/seed=1"}}
+    manifest = {"name": "fuzz", "parameters": {"seed": [1]}, "seeds": [1], "arms": [arm]}
+    (folder / "sweep.json").write_text(json.dumps(manifest))
+    return folder, folder / "sweep.json"
+
+
 def run_dir_member(member: str) -> Callable[[Path], Built]:
     def build(root: Path) -> Built:
         folder = root / "run"
@@ -308,7 +323,9 @@ TARGETS = [
     Target(("eval", "{MODEL}", "-b", "paired={P}", "-o", "{O}/e"), paired_member("pairs.jsonl")),
     Target(("eval", "{MODEL}", "-b", "paired={P}", "-o", "{O}/e"), paired_member("corpus.jsonl")),
     Target(("run", "{P}", "--dry-run"), yaml_file(experiment), fmt="yaml"),
+    Target(("run", "{P}", "--dry-run"), yaml_file(sweep_experiment), fmt="yaml"),
     Target(("report", "{P}", "--out", "{O}/r"), run_dir_member("stages.json"), fmt="json"),
+    Target(("report", "{P}", "--out", "{O}/r"), sweep_manifest, fmt="json"),
     Target(("report", "{P}", "--out", "{O}/r"), run_dir_member("eval-*/configurations.json"), fmt="json"),
     # A model without results is a row of "-" (an unfinished evaluation), not an error.
     Target(("report", "{P}", "--out", "{O}/r"), run_dir_member("eval-*/eval/*/*.json"), fmt="json", accepts=frozenset({"missing"})),

@@ -307,6 +307,9 @@ def test_control_can_be_an_arm_or_a_row(tmp_path: Path) -> None:
     assert len(control_pairs(one_row, names)) == 7
     with pytest.raises(Exception, match="matches no row"):
         control_pairs(manifest.model_copy(update={"control": "nothing"}), names)
+    # the default control with nothing to compare (one configuration) is no comparison
+    only_orig = [n for n in names if not n.startswith("Ins-DV")]
+    assert control_pairs(manifest, only_orig) == []
 
 
 def test_a_failed_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:

@@ -120,23 +120,28 @@ def control_pairs(manifest: SweepManifest, names: list[str]) -> list[tuple[str, 
     - an arm label (``max_steps=40``): each row against the same configuration in that arm;
     - a configuration name (``Ins-orig``, the default): each row against that configuration
       in its own arm.
+
+    A control that names none of these is an error; one that leaves nothing to compare (a
+    sweep of a single configuration) gives no pairs.
     """
     control = manifest.control or DEFAULT_CONTROL
     trained = [n for n in names if not is_base(n)]
     if control in trained:
         return [(n, control) for n in trained if n != control]
     labels = [a.label for a in manifest.arms]
+    by_arm = control in labels  # the same configuration in the control arm
+    configurations: set[str] = set()
     pairs = []
     for arm in manifest.arms:
         for name in trained:
             prefix = _configuration(name, arm.label)
             if prefix is None:
                 continue
-            by_arm = control in labels  # the same configuration in the control arm
+            configurations.add(prefix)
             other = row_name(prefix, control) if by_arm else row_name(control, arm.label)
             if other != name and other in names:
                 pairs.append((name, other))
-    if not pairs:
+    if not by_arm and control not in configurations and manifest.control is not None:
         raise DualviewError(
             f"sweep control {control!r} matches no row, arm or configuration with results "
             f"(rows: {', '.join(names)})"
