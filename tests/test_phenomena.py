@@ -137,6 +137,8 @@ def test_benchmark_reads_the_bundled_set_per_phenomenon(ctx: EvalContext) -> Non
         assert name in result.metrics
     ids = {q.split("/")[0] for q in result.per_query["negation/nDCG@10"]}
     assert ids and all("-n" in i for i in ids)
+    as_paired = load_benchmark(f"paired={PHENOMENA_DIR}")  # the plain paired layout
+    assert [p.pair_id for p in as_paired.pairs] == [p.pair_id for p in whole.pairs]
     negation = load_benchmark("phenomena:negation")
     assert {p.constraint for p in negation.pairs} == {"negation"}
     with pytest.raises(DataError, match="no pair has"):
