@@ -123,6 +123,8 @@ def test_overrides_reach_the_sweep_block_and_seed_keys(tmp_path: Path) -> None:
         ({"parameters": {"evaluation.batch_sizes": [1]}}, "sweep arm batch_sizes=1"),
         ({"parameters": {"mixes": [[], []]}}, "mixes"),
         ({"grid": {}}, "grid"),
+        ({"parameters": {"run_dir": ["a", "b"]}}, "set by the sweep"),
+        ({"parameters": {"seed": [1, 2]}, "seeds": [3]}, "the seeds set it"),
     ],
 )
 def test_bad_sweeps_are_located_errors(tmp_path: Path, sweep: dict, message: str) -> None:

@@ -190,6 +190,11 @@ def grid(spec: SweepSpec) -> list[dict[str, Any]]:
 
 def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
     """The arm runs of ``raw`` (an experiment mapping without its sweep block)."""
+    for key in spec.parameters:
+        if key == "run_dir" or key.startswith(f"{SWEEP_KEY}."):
+            raise ConfigError(f"{source}: sweep: parameters: {key}: set by the sweep itself")
+        if spec.seeds and key in spec.seed_keys:
+            raise ConfigError(f"{source}: sweep: parameters: {key}: the seeds set it (seed_keys)")
     base = validate_config(Experiment, copy.deepcopy(raw), source)
     sweep_dir = base.resolved_run_dir()
     names = short_names(list(spec.parameters))
