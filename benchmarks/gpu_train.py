@@ -48,7 +48,7 @@ VARIANTS = ("fixed32", "ours", "ours-compile", "st")
 
 def write_records(path: Path, args: argparse.Namespace) -> None:
     """``--batch-size * (warmup + steps)`` records: orig/dv pairs sharing their documents."""
-    from dualview.data.jsonl import write_jsonl
+    from dualview.io.atomic import write_jsonl
     from dualview.data.schema import Document, Record
 
     words = vocabulary_words(args.tokenizer)

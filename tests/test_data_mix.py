@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from dualview.config import load_config
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.data.manifest import file_sha256, manifest_path, read_manifest
 from dualview.data.mix import MixConfig, build_mix, part_counts, preset_config
 from dualview.data.schema import Document, Record

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseTask

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.errors import ConfigError, DualviewError
 from dualview.synth.backends.base import BackendConfig, Completion, SamplingParams
 from dualview.synth.reverse import ReverseTask

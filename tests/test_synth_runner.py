@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
 from dualview.synth.backends.base import BackendConfig, BackendError, Completion, SamplingParams

@@ -9,14 +9,10 @@ import pytest
 import torch
 
 from dualview.data.jsonl import iter_records
-from dualview.train.config import ModelConfig
-from dualview.train.interaction import (
-    InstructionQueryAttention,
-    encode_instructed_queries,
-    pair_index,
-)
+from dualview.models.config import ModelConfig
+from dualview.models.interaction import InstructionQueryAttention, encode_instructed_queries, pair_index
 from dualview.train.losses import RelationInfoNCE
-from dualview.train.model import BiEncoder
+from dualview.models.bi_encoder import BiEncoder
 from dualview.train.step import (
     Chunking,
     contrastive_step,

@@ -82,7 +82,7 @@ def mine(
     sets: Overrides = None,
 ) -> None:
     """Mine hard negatives with false-negative protection; writes OUT and OUT.manifest.json."""
-    from dualview.data.mine import MineConfig, mine_file
+    from dualview.retrieval.mine import MineConfig, mine_file
 
     data = read_yaml(config) if config else {}
     if model:

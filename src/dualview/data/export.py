@@ -25,9 +25,10 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dualview.data.atomic_folder import atomic_dir
+from dualview.io.folder import atomic_dir
 from dualview.data.formats import parquet, st
-from dualview.data.jsonl import atomic_copy, iter_records
+from dualview.io.atomic import atomic_copy
+from dualview.data.jsonl import iter_records
 from dualview.data.manifest import manifest_path
 from dualview.errors import DualviewError
 

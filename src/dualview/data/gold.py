@@ -35,13 +35,9 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dualview.data.gold_card import compute_counts, update_card
-from dualview.data.jsonl import (
-    atomic_write_text,
-    iter_json_lines,
-    iter_records,
-    validation_error_to_data_error,
-    write_jsonl,
-)
+from dualview.io.atomic import atomic_write_text, write_jsonl
+from dualview.io.files import iter_json_lines
+from dualview.data.jsonl import iter_records, validation_error_to_data_error
 from dualview.data.schema import Document, Record
 from dualview.errors import ConfigError, DataError
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_text
+from dualview.io.atomic import atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import DataError
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_json
+from dualview.io.atomic import atomic_write_json
 from dualview.errors import DataError
 
 SUFFIX = ".manifest.json"

@@ -43,7 +43,7 @@ from pydantic import Field, model_validator
 
 from dualview import __version__
 from dualview.config import StrictModel
-from dualview.data.jsonl import AtomicJsonlWriter
+from dualview.io.atomic import AtomicJsonlWriter
 from dualview.data.manifest import file_sha256, write_manifest
 from dualview.data.negatives import NegativeConfig, SelectionStats, select_negatives
 from dualview.data.record_index import Entry, RecordIndex

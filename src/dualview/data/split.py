@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from dualview.data.formats.beir import load_qrels, load_queries
-from dualview.data.jsonl import atomic_copy, atomic_write_text, write_jsonl
+from dualview.io.atomic import atomic_copy, atomic_write_text, write_jsonl
 from dualview.errors import DualviewError
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.config import parse_yaml_mapping
-from dualview.data.jsonl import read_input_text
+from dualview.io.files import read_input_text
 from dualview.errors import ConfigError, DataError, DualviewError
 
 CARD_FILE = "README.md"

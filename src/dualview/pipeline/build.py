@@ -29,13 +29,9 @@ from typing import Any
 
 from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
 from dualview.data import formats
-from dualview.data.jsonl import (
-    AtomicJsonlWriter,
-    atomic_write_text,
-    count_lines,
-    iter_records,
-    write_jsonl,
-)
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
+from dualview.io.files import count_lines
+from dualview.data.jsonl import iter_records
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.schema import Record
 from dualview.errors import DualviewError, Interrupted
@@ -216,6 +212,7 @@ def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
 
 def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        from dualview.hub.model_card import write_model_card
         from dualview.train.config import TrainConfig
         from dualview.train.trainer import train
 
@@ -227,6 +224,8 @@ def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
         result = train(config, resume=resume)
         if result.interrupted:
             raise Interrupted(f"{out}: training stopped at step {result.steps}; rerun to resume")
+        if result.model_dir is not None:
+            write_model_card(result.model_dir)
         return {"steps": result.steps, "resumed": resume, "last_loss": result.last_loss}
 
     return run

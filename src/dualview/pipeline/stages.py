@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_text, fault_scope
+from dualview.io.atomic import atomic_write_text
+from dualview.io.faults import fault_scope
 from dualview.errors import DualviewError, warn_once
 
 DONE_FILE = ".done.json"

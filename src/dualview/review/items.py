@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import iter_json_lines, iter_records
+from dualview.io.files import iter_json_lines
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 from dualview.review.sample import stratified_sample

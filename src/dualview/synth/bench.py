@@ -37,7 +37,9 @@ from pydantic import Field
 from dualview.config import StrictModel
 from dualview.data.gold import GOLD_DIR, load_gold, split_path
 from dualview.data.gold_check import char_ratio
-from dualview.data.jsonl import atomic_write_text, iter_json_lines, iter_records, write_jsonl
+from dualview.io.atomic import atomic_write_text, write_jsonl
+from dualview.io.files import iter_json_lines
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
 from dualview.synth.backends.base import BackendConfig, SamplingParams

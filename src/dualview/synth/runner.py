@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dualview.config import StrictModel
-from dualview.data.jsonl import AtomicJsonlWriter, atomic_write_text
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
 from dualview.lock import exclusive

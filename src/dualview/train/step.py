@@ -26,10 +26,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from dualview.train.batching import Batch
-from dualview.train.interaction import pair_index
+from dualview.models.interaction import pair_index
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
-from dualview.train.model import BiEncoder, TextKind
-from dualview.train.tokens import TokenizedTexts, padded_width, plan_chunks
+from dualview.models.bi_encoder import BiEncoder, TextKind
+from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
 
 TextGroups = dict[str, tuple[list[str], TextKind]]
 #: Groups encoded to token states (cross-attention interaction), not pooled vectors.

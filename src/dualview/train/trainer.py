@@ -31,7 +31,8 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import get_scheduler
 
-from dualview.data.jsonl import AppendJsonlWriter, atomic_write_text, repair_torn_tail
+from dualview.io.append import AppendJsonlWriter, repair_torn_tail
+from dualview.io.atomic import atomic_write_text
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
@@ -53,7 +54,7 @@ from dualview.train.launch import check_launch
 from dualview.train.loader import BatchTokenizer, prepared_batches
 from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.memory import auto_token_budget
-from dualview.train.model import BiEncoder
+from dualview.models.bi_encoder import BiEncoder
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 
 LOG_FILE = "train_log.jsonl"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data import jsonl
+from dualview.io.atomic import write_jsonl
 from dualview.data.formats import beir, infir, parquet, promptriever, st, tevatron
 from dualview.data.schema import Record
 from dualview.errors import DualviewError
@@ -25,7 +26,7 @@ def _read_native(path: str | Path, **options: Any) -> Iterator[Record]:
 
 
 def _write_native(records: Iterable[Record], path: str | Path) -> int:
-    return jsonl.write_jsonl(path, records)
+    return write_jsonl(path, records)
 
 
 READERS: dict[str, Reader] = {

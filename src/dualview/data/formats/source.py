@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import iter_json_lines
+from dualview.io.files import iter_json_lines
 from dualview.errors import DualviewError
 
 HF_PREFIX = "hf://"

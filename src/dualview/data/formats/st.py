@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.formats.common import build_record, map_rows, query_text, require_str
-from dualview.data.jsonl import write_jsonl
+from dualview.io.atomic import write_jsonl
 from dualview.data.schema import Document, Record
 
 

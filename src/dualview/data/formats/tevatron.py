@@ -19,7 +19,7 @@ from dualview.data.formats.common import (
     query_text,
     require_str,
 )
-from dualview.data.jsonl import write_jsonl
+from dualview.io.atomic import write_jsonl
 from dualview.data.schema import Document, Record
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dualview.data.formats.beir import load_corpus, load_qrels
-from dualview.data.jsonl import iter_json_lines
+from dualview.io.files import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,

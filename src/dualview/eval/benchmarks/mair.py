@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dualview.data.jsonl import iter_json_lines
+from dualview.io.files import iter_json_lines
 from dualview.data.schema import Document
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (

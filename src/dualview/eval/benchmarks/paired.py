@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.formats.beir import load_corpus
-from dualview.data.jsonl import iter_json_lines
+from dualview.io.files import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
