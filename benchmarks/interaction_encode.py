@@ -61,10 +61,10 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
     from dualview.retrieval.encode import Encoder
     from dualview.retrieval.text import InstructedQuery
-    from dualview.models.config import ModelConfig
-    from dualview.models.bi_encoder import BiEncoder
 
     info = machine_start()
     pairs = followir_shaped(args.data, args.instructions, args.queries_per)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from dualview.io import folder as atomic_folder
-from dualview.io.folder import atomic_dir
 from dualview.data.export import export
-from dualview.io.atomic import write_jsonl
 from dualview.errors import DataError
 from dualview.hub.dataset import export_hub_dataset
+from dualview.io import folder as atomic_folder
+from dualview.io.atomic import write_jsonl
+from dualview.io.folder import atomic_dir
 from tests.helpers import make_record
 from tests.test_write_faults import FAULTS, failing
 
@@ -30,8 +30,8 @@ def _records(out: Path) -> Path:
 
 
 def _model(folder: Path) -> None:
-    from dualview.models.config import ModelConfig
     from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
     from tests.train_tiny import make_tiny_encoder
 
     tiny = make_tiny_encoder(folder.parent / "tiny")

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from dualview.data.jsonl import RejectLog, iter_records
+from dualview.errors import DataError
 from dualview.io.append import AppendJsonlWriter, repair_torn_tail
 from dualview.io.atomic import AtomicJsonlWriter, write_jsonl
-from dualview.data.jsonl import RejectLog, iter_records
 from dualview.io.files import count_lines
-from dualview.errors import DataError
 from tests.helpers import make_record
 
 

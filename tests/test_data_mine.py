@@ -17,11 +17,11 @@ import pytest
 from dualview.data.formats import beir
 from dualview.data.formats.common import query_text
 from dualview.data.jsonl import iter_records
-from dualview.io.atomic import write_jsonl
 from dualview.data.manifest import read_manifest
-from dualview.retrieval.mine import MineConfig, margin_threshold, mine_file
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 from dualview.retrieval.encode import Encoder
+from dualview.retrieval.mine import MineConfig, margin_threshold, mine_file
 from dualview.retrieval.text import doc_text
 
 N_QUERIES, N_OTHER, N_PLANTED = 150, 200, 40

@@ -8,8 +8,8 @@ import pytest
 
 from dualview.data import gold_folds
 from dualview.data.mix import preset_config
-from dualview.eval.export import write_fold_benchmarks
 from dualview.errors import ConfigError
+from dualview.eval.export import write_fold_benchmarks
 from dualview.pipeline.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from dualview.data.jsonl import iter_records
-from dualview.io.atomic import write_jsonl
 from dualview.errors import ConfigError, DualviewError
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, Completion, SamplingParams
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.runner import Runner, RunnerConfig, make_runner

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from dualview.io import atomic
 from dualview.data.formats.parquet import write as write_parquet
-from dualview.io.append import AppendJsonlWriter
-from dualview.io.atomic import atomic_write_json, atomic_write_text, write_jsonl
 from dualview.data.manifest import write_manifest
 from dualview.errors import DataError
+from dualview.io import atomic
+from dualview.io.append import AppendJsonlWriter
+from dualview.io.atomic import atomic_write_json, atomic_write_text, write_jsonl
 from dualview.report import write_report
 from dualview.report.table import ConfigResult
 from tests.helpers import make_record

@@ -14,8 +14,9 @@ Names, usable wherever a gold split is (``instructions.path: gold:ldo-3-train``)
 The held-out sides are also bundled as paired evaluation sets
 (``dualview/data/gold/folds/ldo-K``: ``corpus.jsonl`` + ``pairs.jsonl``, the layout of
 `dualview.eval.export.export_paired`) so that an experiment evaluates a fold with
-``paired=src/dualview/data/gold/folds/ldo-K``; `dualview.eval.export.write_fold_benchmarks` rebuilds them
-(``dualview data gold-build`` does after the splits).
+``paired=src/dualview/data/gold/folds/ldo-K``;
+`dualview.eval.export.write_fold_benchmarks` rebuilds them (``dualview data gold-build``
+does after the splits).
 """
 
 from __future__ import annotations

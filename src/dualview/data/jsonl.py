@@ -89,6 +89,20 @@ def iter_records(
     are handed to ``rejects`` (with their reason) and reading goes on. A repeated record id
     is a bad line unless ``unique_ids`` is off (statistics count them instead).
     """
+    for _, record in iter_numbered_records(
+        path, skip_invalid=skip_invalid, rejects=rejects, unique_ids=unique_ids
+    ):
+        yield record
+
+
+def iter_numbered_records(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    rejects: RejectLog | None = None,
+    unique_ids: bool = True,
+) -> Iterator[tuple[int, Record]]:
+    """`iter_records` with each record's 1-based line number: ``(line, record)``."""
     path = Path(path)
     seen: dict[str, int] = {}
     for line_number, _, raw in iter_binary_lines(path):
@@ -100,7 +114,7 @@ def iter_records(
                     raise DataError(
                         path, line_number, "id", f"duplicate record id {record.id!r} (line {first})"
                     )
-            yield record
+            yield line_number, record
         except DataError as error:
             if not skip_invalid:
                 raise

@@ -29,11 +29,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.eval.benchmarks import load_benchmark, spec_label
 from dualview.eval.benchmarks.base import Benchmark, EvalContext
 from dualview.eval.layout import display_value, model_slug
 from dualview.eval.mteb_compat import write_mteb_results
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.retrieval.encode import Encoder
 
 PACKAGES = ("dualview", "torch", "transformers", "sentence-transformers", "pytrec-eval-terrier")

@@ -24,10 +24,10 @@ import yaml
 
 from dualview import __version__
 from dualview.config import read_yaml
-from dualview.io.atomic import atomic_write_text
-from dualview.io.files import read_json_file
 from dualview.errors import DataError
 from dualview.eval.layout import display_value
+from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 
 CARD_FILE = "README.md"
 

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.io.files import read_json_file
 from dualview.data.manifest import read_manifest
 from dualview.errors import DualviewError
+from dualview.io.files import read_json_file
 from dualview.review.stats import card_review_fields, review_summary
 
 STATS_SUFFIX = ".stats.json"

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dualview.errors import write_error
 from dualview.io.atomic import fsync_path
 from dualview.io.faults import fault_point
-from dualview.errors import write_error
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.io.files import iter_binary_lines, read_json_file
 from dualview.errors import DataError
 from dualview.eval.layout import display_value, model_slug
+from dualview.io.files import iter_binary_lines, read_json_file
 from dualview.report.table import ConfigResult
 
 # Headline metrics of benchmarks outside the paper's columns.

@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dualview.errors import DataError
 from dualview.io.append import AppendJsonlWriter, repair_torn_tail
 from dualview.io.files import iter_json_lines
-from dualview.errors import DataError
 
 FAILURE_MODES = (
     "near_copy",  # near-copy of the original instruction

@@ -35,9 +35,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dualview.config import StrictModel
-from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.lock import exclusive
 from dualview.progress import make_progress
 from dualview.synth.backends.base import (

@@ -15,7 +15,6 @@ from dualview.config import StrictModel
 from dualview.models.config import LoraSettings, ModelConfig
 
 ViewPolicy = Literal["together", "separate", "random"]
-Objective = Literal["infonce", "inf_univariate", "inf_multivariate"]
 MarginalSet = Literal["P", "I", "IQ"]
 
 
@@ -40,13 +39,23 @@ class DataConfig(StrictModel):
 
 
 class LossConfig(StrictModel):
-    """Which objective, and its temperature."""
+    """Which objective (a name registered in `dualview.train.objectives`), and its settings."""
 
-    objective: Objective = "infonce"
+    objective: str = "infonce"
     temperature: float = Field(0.02, gt=0)
     in_batch_negatives: bool = False
     # InF-Embed: which marginal-negative sets enter the objective.
     inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"])
+
+    @field_validator("objective")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        # The registry imports torch: loaded when a config is validated, not when the CLI starts.
+        from dualview.train.objectives import objective_names
+
+        if value not in objective_names():
+            raise ValueError(f"unknown objective {value!r}; choose from {objective_names()}")
+        return value
 
     @model_validator(mode="after")
     def _sets_not_empty(self) -> LossConfig:

@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.models.tokens import tokenize_texts
+from dualview.train.batching import Batch, BatchStream, DataPosition
 
 #: Maps a batch to its text groups: name -> (texts, "query" | "document").
 GroupsOf = Callable[[Batch], dict[str, tuple[list[str], str]]]

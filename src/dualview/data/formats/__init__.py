@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data import jsonl
-from dualview.io.atomic import write_jsonl
 from dualview.data.formats import beir, infir, parquet, promptriever, st, tevatron
 from dualview.data.schema import Record
 from dualview.errors import DualviewError
+from dualview.io.atomic import write_jsonl
 
 Reader = Callable[..., Iterator[Record]]
 Writer = Callable[..., int]

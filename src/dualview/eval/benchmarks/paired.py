@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.formats.beir import load_corpus
-from dualview.io.files import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
@@ -47,6 +46,7 @@ from dualview.eval.benchmarks.base import (
     retrieve,
 )
 from dualview.eval.metrics import MetricResult, ir_metrics, p_mrr, pairwise_accuracy
+from dualview.io.files import iter_json_lines
 
 TOP_K = 1000
 SIDES = ("a", "b")
