@@ -48,6 +48,7 @@ demo-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
 
 # Headless Chromium + chromedriver for the review page's browser test (Debian packages; CI
 # runs as root). Does nothing when both are already installed.

@@ -48,8 +48,8 @@ VARIANTS = ("fixed32", "ours", "ours-compile", "st")
 
 def write_records(path: Path, args: argparse.Namespace) -> None:
     """``--batch-size * (warmup + steps)`` records: orig/dv pairs sharing their documents."""
-    from dualview.data.jsonl import write_jsonl
     from dualview.data.schema import Document, Record
+    from dualview.io.atomic import write_jsonl
 
     words = vocabulary_words(args.tokenizer)
     pairs = args.batch_size // 2 * (args.warmup + args.steps)

@@ -3,7 +3,7 @@
 FollowIR-shaped: a few long instructions, each shared by many short queries. Concatenation
 encodes every ``"{query} {instruction}"`` text through the backbone; cross-attention
 (``model.interaction: cross_attention``) encodes each distinct instruction and query once and
-joins them with the head (:func:`dualview.train.interaction.encode_instructed_queries`).
+joins them with the head (:func:`dualview.models.interaction.encode_instructed_queries`).
 Both use the same saved model (the embedded all-MiniLM-L6-v2 with an identity-initialised
 head) through :class:`dualview.retrieval.encode.Encoder` without the cache, so the times are
 what ``dualview eval`` spends on queries. Queries are MS MARCO queries, instructions are
@@ -36,7 +36,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "msmarco-1743"
 def followir_shaped(folder: Path, n_instructions: int, per: int) -> list[tuple[str, str]]:
     """``(query, instruction)`` pairs: ``per`` distinct queries for each instruction."""
     from dualview.data.formats.beir import load_corpus
-    from dualview.data.jsonl import iter_json_lines
+    from dualview.io.files import iter_json_lines
 
     passages = sorted((d.text for d in load_corpus(folder / "corpus.jsonl").values()), key=len)
     instructions = passages[-n_instructions:]  # the longest passages, narrative-like
@@ -61,10 +61,10 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
     from dualview.retrieval.encode import Encoder
     from dualview.retrieval.text import InstructedQuery
-    from dualview.train.config import ModelConfig
-    from dualview.train.model import BiEncoder
 
     info = machine_start()
     pairs = followir_shaped(args.data, args.instructions, args.queries_per)

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from _machine import machine_end, machine_line, machine_start
 from dualview.data.formats.beir import read as read_beir
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Record
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.runner import RunnerConfig, make_runner

@@ -88,9 +88,9 @@ def build_trainer(args: argparse.Namespace, trainer: str, device: str):
 
     torch.manual_seed(0)
     if trainer == "ours":
-        from dualview.train.config import ModelConfig
-        from dualview.train.losses import RelationInfoNCE
-        from dualview.train.model import BiEncoder
+        from dualview.models.bi_encoder import BiEncoder
+        from dualview.models.config import ModelConfig
+        from dualview.train.objectives import RelationInfoNCE
         from dualview.train.step import contrastive_step
 
         config = ModelConfig(

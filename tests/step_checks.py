@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from dualview.data.jsonl import iter_records
+from dualview.models.bi_encoder import BiEncoder
 from dualview.train.batching import build_batch
-from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
-from dualview.train.model import BiEncoder
+from dualview.train.objectives import InfEmbedLoss, RelationInfoNCE
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data import atomic_folder
-from dualview.data.atomic_folder import atomic_dir
 from dualview.data.export import export
-from dualview.data.jsonl import write_jsonl
 from dualview.errors import DataError
 from dualview.hub.dataset import export_hub_dataset
+from dualview.io import folder as atomic_folder
+from dualview.io.atomic import write_jsonl
+from dualview.io.folder import atomic_dir
 from tests.helpers import make_record
 from tests.test_write_faults import FAULTS, failing
 
@@ -30,8 +30,8 @@ def _records(out: Path) -> Path:
 
 
 def _model(folder: Path) -> None:
-    from dualview.train.config import ModelConfig
-    from dualview.train.model import BiEncoder
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
     from tests.train_tiny import make_tiny_encoder
 
     tiny = make_tiny_encoder(folder.parent / "tiny")
@@ -109,7 +109,7 @@ def test_the_platform_swaps_folders_in_one_step(tmp_path: Path) -> None:
 KILLED_WRITER = """
 import os, sys
 from pathlib import Path
-from dualview.data import atomic_folder
+from dualview.io import folder as atomic_folder
 atomic_folder._exchange = lambda a, b: False  # the two-rename path, with its kill point between
 with atomic_folder.atomic_dir(Path(sys.argv[1])) as tmp:
     (tmp / "README.md").write_text("new card")

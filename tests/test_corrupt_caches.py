@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.pipeline.stages import DONE_FILE, Pipeline, Stage
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend

@@ -5,16 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import (
-    AppendJsonlWriter,
-    AtomicJsonlWriter,
-    RejectLog,
-    count_lines,
-    iter_records,
-    repair_torn_tail,
-    write_jsonl,
-)
+from dualview.data.jsonl import RejectLog, iter_records
 from dualview.errors import DataError
+from dualview.io.append import AppendJsonlWriter, repair_torn_tail
+from dualview.io.atomic import AtomicJsonlWriter, write_jsonl
+from dualview.io.files import count_lines
 from tests.helpers import make_record
 
 

@@ -16,11 +16,12 @@ import pytest
 
 from dualview.data.formats import beir
 from dualview.data.formats.common import query_text
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.manifest import read_manifest
-from dualview.data.mine import MineConfig, margin_threshold, mine_file
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 from dualview.retrieval.encode import Encoder
+from dualview.retrieval.mine import MineConfig, margin_threshold, mine_file
 from dualview.retrieval.text import doc_text
 
 N_QUERIES, N_OTHER, N_PLANTED = 150, 200, 40
@@ -190,7 +191,7 @@ def test_cli_mine_bad_corpus_is_one_line(tmp_path):
 
 
 def test_encoding_options_reach_the_encoder():
-    from dualview.data.mine import make_encoder
+    from dualview.retrieval.mine import make_encoder
 
     config = MineConfig(device="cpu", precision="bf16", num_workers=1)
     enc = make_encoder(config)

@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 from dualview.config import load_config
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.manifest import file_sha256, manifest_path, read_manifest
 from dualview.data.mix import MixConfig, build_mix, part_counts, preset_config
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
+from dualview.io.atomic import write_jsonl
 
 N_ORIG, N_WITH_DV, N_WITH_PLAIN, N_EXTRA_PLAIN = 60, 41, 47, 9
 

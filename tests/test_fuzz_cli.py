@@ -28,9 +28,9 @@ import pytest
 import yaml
 
 from dualview.data import gold
-from dualview.data.jsonl import write_jsonl
 from dualview.data.mix import preset_config
 from dualview.hub.dataset import export_hub_dataset
+from dualview.io.atomic import write_jsonl
 from dualview.review.store import make_verdict
 from dualview.synth.testing import StubServer
 from tests.conftest import FIXTURES

@@ -9,6 +9,7 @@ import pytest
 from dualview.data import gold_folds
 from dualview.data.mix import preset_config
 from dualview.errors import ConfigError
+from dualview.eval.export import write_fold_benchmarks
 from dualview.pipeline.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def test_fold_names_and_bad_folds() -> None:
 
 def test_bundled_fold_test_sets_are_up_to_date(tmp_path: Path) -> None:
     """Fails when the gold set changed without `dualview data gold-build`."""
-    for folder in gold_folds.write_fold_benchmarks(tmp_path):
+    for folder in write_fold_benchmarks(tmp_path):
         shipped = gold_folds.FOLDS_DIR / folder.name
         for name in ("corpus.jsonl", "pairs.jsonl"):
             built = (folder / name).read_text(encoding="utf-8")

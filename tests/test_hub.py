@@ -90,6 +90,10 @@ def test_model_card_has_training_data_and_model_index(mix: Path, tmp_path: Path)
     from dualview.hub.model_card import write_model_card
 
     model = train_tiny_model(tmp_path, mix)
+    # The library's save leaves sentence-transformers' own README; the card is written by
+    # whoever saves a model for a user (the CLI and the pipeline call write_model_card).
+    assert "dualview" not in (model / "README.md").read_text()
+    write_model_card(model)
     card = (model / "README.md").read_text()
     meta = _front_matter(card)
     assert meta["library_name"] == "sentence-transformers"
@@ -107,6 +111,37 @@ def test_model_card_has_training_data_and_model_index(mix: Path, tmp_path: Path)
     metrics = {m["type"]: m["value"] for m in entry["results"][0]["metrics"]}
     assert metrics["p-MRR"] == round(result["metrics"]["p-MRR"], 4)
     assert metrics["nDCG@10"] == round(100 * result["metrics"]["nDCG@10"], 4)
+
+
+def _verdict_file(path: Path, verdicts: list[str]) -> Path:
+    """A verdict file as ``dualview review`` appends it (one reviewer)."""
+    from dualview.review.store import append_verdict, make_verdict
+
+    for i, verdict in enumerate(verdicts):
+        item = {"item": f"i{i}", "record_id": f"r{i}", "stratum": "all"}
+        append_verdict(path, make_verdict(item, "ana", verdict, None, ""))
+    return path
+
+
+@pytest.mark.parametrize("form", ["verdicts", "review-stats-json"])
+def test_hub_dataset_card_reads_a_review_verdict_file_or_review_stats_json(
+    mix: Path, tmp_path: Path, form: str
+) -> None:
+    """The review path of provenance: a verdict file (JSONL) and what `review stats --json`
+    writes both give the card the accuracy with its Wilson interval."""
+    verdicts = _verdict_file(tmp_path / "dv.jsonl.review.jsonl", ["valid"] * 12 + ["invalid"] * 4)
+    review = verdicts
+    if form == "review-stats-json":
+        review = tmp_path / "summary.json"
+        done = run_cli("review", "stats", str(verdicts), "--json", str(review))
+        assert done.returncode == 0, done.stderr
+    done = run_cli("export", str(mix), str(tmp_path / "hub"), "--to", "hub-dataset",
+                   "--review", str(review))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    card = (tmp_path / "hub" / "README.md").read_text()
+    assert "Human-review accuracy: 0.750 (95% CI 0.505-0.898) over 16 judged records" in card
+    provenance = json.loads((tmp_path / "hub" / "provenance.json").read_text())
+    assert provenance["review"]["accuracy"] == 0.75 and provenance["review"]["items"] == 16
 
 
 def test_push_uploads_every_file_in_one_commit_with_the_token_from_env(

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dualview.data.jsonl import write_jsonl
+from dualview.io.atomic import write_jsonl
 from dualview.synth.testing import StubServer
 from tests.conftest import FIXTURES
 from tests.helpers import make_record, run_cli
@@ -100,7 +100,7 @@ def attempt(config: str, stage: str, kill_at: int | None, log: str | None, argv)
     torch.set_num_threads(1)
     if argv is not None:
         from dualview.cli import main
-        from dualview.data.jsonl import fault_scope
+        from dualview.io.faults import fault_scope
 
         fault_scope(stage)
         sys.argv = ["dualview", *argv]

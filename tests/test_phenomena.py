@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_json_lines
 from dualview.data.phenomena import (
     PHENOMENA_DIR,
     SOURCE_DIR,
@@ -20,6 +19,7 @@ from dualview.data.phenomena import (
 from dualview.errors import DataError
 from dualview.eval.benchmarks import data_path, load_benchmark
 from dualview.eval.benchmarks.base import EvalContext
+from dualview.io.files import iter_json_lines
 from dualview.report.collect import column_sources
 from dualview.report.flips import domain_of
 from tests.test_eval_benchmarks import BagOfWords

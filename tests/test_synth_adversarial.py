@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend
 from dualview.synth.parsing import MAX_ANSWER_CHARS

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from dualview.cli import app
 from dualview.data.gold import GoldInstance, iter_gold_records, load_gold
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Record
+from dualview.io.atomic import write_jsonl
 from dualview.synth.bench import (
     BenchConfig,
     GoldFewShotReverse,

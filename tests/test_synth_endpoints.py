@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import write_jsonl
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import (
     BackendConfig,

@@ -14,8 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend
 from dualview.synth.reverse import ReverseTask

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 
 FIXTURE = Path(__file__).parent / "fixtures" / "synth" / "orig.jsonl"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseTask
@@ -36,12 +37,12 @@ def cluster():
 
 
 def run_stage(task, urls: list[str], source: Path, out: Path, engine: str) -> dict:
-    from dualview.synth.ray_engine import RayRunner
+    from dualview.synth.engines.ray import RayEngine
 
     backend = BackendConfig(kind="openai", model="stub", base_url=urls)
     config = RunnerConfig(concurrency=32, engine=engine, ray_batch_size=32)
     if engine == "ray":
-        runner: Runner = RayRunner(task, backend, SamplingParams(), config)
+        runner = Runner(task, RayEngine(backend, config), SamplingParams(), config)
     else:
         runner = Runner(task, build_backend(backend), SamplingParams(), config)
     return runner.run(lambda: task.units(iter_records(source)), out)

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.errors import ConfigError, DualviewError
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, Completion, SamplingParams
+from dualview.synth.engines import build_engine
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.runner import Runner, RunnerConfig, make_runner
 from dualview.synth.testing import prompt_of
@@ -45,7 +47,7 @@ class StubProcessor:
         self.rounds = 0
 
     def __call__(self, dataset):
-        from dualview.synth.ray_vllm import answer_row, request_row
+        from dualview.synth.engines.ray_vllm import answer_row, request_row
 
         self.rounds += 1
         if self.rounds == self.fail_on_round:
@@ -77,13 +79,12 @@ class InProcessStub:
 
 
 def run_stage(task, source: Path, out: Path, processor: StubProcessor | None) -> tuple:
-    from dualview.synth.ray_vllm import RayVLLMRunner
-
     config = RunnerConfig(engine="ray", ray_batch_size=16, ray_vllm_window=50)
     if processor is None:
-        runner: Runner = Runner(task, InProcessStub(), SamplingParams(), config)
+        runner = Runner(task, InProcessStub(), SamplingParams(), config)
     else:
-        runner = RayVLLMRunner(task, BACKEND, SamplingParams(), config, processor=processor)
+        engine = build_engine(BACKEND, config, processor=processor)
+        runner = Runner(task, engine, SamplingParams(), config)
     return runner.run(lambda: task.units(iter_records(source)), out), runner
 
 
@@ -108,9 +109,9 @@ def test_vllm_processor_engine_matches_the_local_runner_and_resumes(tmp_path: Pa
     nonzero = {k: v for k, v in local[0][0]["outcomes"].items() if v}
     assert nonzero == expected_outcomes(make_records(UNITS))
     # Reverse asks once per unit: one round per window of 50 units (120 units: 3 windows).
-    assert on_ray[0][1].rounds == 3
+    assert on_ray[0][1].engine.rounds == 3
     # Verify asks once per view of a pair, one after the other: two rounds per window.
-    assert on_ray[1][1].rounds > 3
+    assert on_ray[1][1].engine.rounds > 3
 
     # A job that dies in verify's third round (the second window): the rerun finishes it.
     root = tmp_path / "died"
@@ -129,11 +130,11 @@ def test_vllm_processor_engine_matches_the_local_runner_and_resumes(tmp_path: Pa
 
 
 def test_the_engine_is_chosen_by_backend_kind_and_refuses_rate_limits(cluster) -> None:  # noqa: F811
-    from dualview.synth.ray_vllm import RayVLLMRunner
+    from dualview.synth.engines.ray_vllm import RayVLLMEngine
 
     config = RunnerConfig(engine="ray")
     with pytest.raises(DualviewError, match=r"dualview\[vllm\]"):  # no vllm here: how to add it
         make_runner(ReverseTask(), BACKEND, SamplingParams(), config)
     limited = RunnerConfig(engine="ray", requests_per_minute=60)
     with pytest.raises(ConfigError, match="rate limits"):
-        RayVLLMRunner(ReverseTask(), BACKEND, SamplingParams(), limited, processor=StubProcessor())
+        RayVLLMEngine(BACKEND, limited, processor=StubProcessor())

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import iter_records, write_jsonl
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, BackendError, Completion, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend, backoff_delay, parse_retry_after
 from dualview.synth.jobs import TASKS

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data.jsonl import write_jsonl
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, BackendError, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend
 from dualview.synth.reverse import ReverseConfig, ReverseTask

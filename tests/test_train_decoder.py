@@ -23,9 +23,10 @@ from transformers import (
 
 from dualview.config import validate_config
 from dualview.errors import ConfigError
-from dualview.train.config import ModelConfig, TrainConfig
-from dualview.train.decoder import ADAPTER_DIR, load_adapter
-from dualview.train.model import BiEncoder
+from dualview.models.bi_encoder import BiEncoder
+from dualview.models.config import ModelConfig
+from dualview.models.decoder import ADAPTER_DIR, load_adapter
+from dualview.train.config import TrainConfig
 from dualview.train.trainer import LOG_FILE, Trainer
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]

@@ -9,11 +9,11 @@ import pytest
 from transformers import AutoTokenizer
 
 from dualview.data.record_index import IndexedRecords
+from dualview.models.tokens import tokenize_texts
 from dualview.resources import embedded_encoder_path
 from dualview.train.batching import BatchStream, DataPosition
 from dualview.train.loader import BatchTokenizer, prepared_batches
-from dualview.train.losses import RelationInfoNCE
-from dualview.train.model import tokenize_texts
+from dualview.train.objectives import RelationInfoNCE
 from dualview.train.step import text_groups
 
 GOLD = Path(__file__).resolve().parents[1] / "src" / "dualview" / "data" / "gold" / "train.jsonl"

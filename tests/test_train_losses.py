@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
+from dualview.train.objectives import InfEmbedLoss, RelationInfoNCE
 
 
 def _dot(a: torch.Tensor, b: torch.Tensor, tau: float) -> float:

@@ -8,7 +8,8 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from dualview.train.config import DataConfig, LossConfig, ModelConfig, OptimConfig, TrainConfig
+from dualview.models.config import ModelConfig
+from dualview.train.config import DataConfig, LossConfig, OptimConfig, TrainConfig
 from dualview.train.trainer import Trainer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"

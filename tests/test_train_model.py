@@ -10,9 +10,10 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from dualview.data.jsonl import iter_records
+from dualview.models.bi_encoder import BiEncoder, record_query_text
+from dualview.models.config import ModelConfig
+from dualview.models.pooling import pool
 from dualview.retrieval.text import doc_text
-from dualview.train.config import ModelConfig
-from dualview.train.model import BiEncoder, pool, record_query_text
 from tests.train_tiny import make_tiny_encoder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dualview.train.config import ModelConfig
-from dualview.train.model import BiEncoder
+from dualview.models.bi_encoder import BiEncoder
+from dualview.models.config import ModelConfig
 from dualview.train.step import (
     Chunking,
     contrastive_step,

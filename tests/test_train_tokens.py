@@ -8,9 +8,14 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from dualview.models.tokens import (
+    PAD_MULTIPLE,
+    TokenizedTexts,
+    padded_width,
+    plan_chunks,
+    tokenize_texts,
+)
 from dualview.resources import embedded_encoder_path
-from dualview.train.model import tokenize_texts
-from dualview.train.tokens import PAD_MULTIPLE, TokenizedTexts, padded_width, plan_chunks
 
 TEXTS = ["a short one", "a much longer text about retrieval and instructions " * 3, "", "x y"]
 

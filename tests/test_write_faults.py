@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from dualview.data import jsonl
 from dualview.data.formats.parquet import write as write_parquet
-from dualview.data.jsonl import (
-    AppendJsonlWriter,
-    atomic_write_json,
-    atomic_write_text,
-    write_jsonl,
-)
 from dualview.data.manifest import write_manifest
 from dualview.errors import DataError
+from dualview.io import atomic
+from dualview.io.append import AppendJsonlWriter
+from dualview.io.atomic import atomic_write_json, atomic_write_text, write_jsonl
 from dualview.report import write_report
 from dualview.report.table import ConfigResult
 from tests.helpers import make_record
@@ -67,7 +63,7 @@ def test_a_failed_write_leaves_the_previous_file(writer, at, fault, tmp_path, mo
     name, write = WRITERS[writer]
     target = tmp_path / name
     target.write_bytes(b"previous complete content\n")
-    monkeypatch.setattr(jsonl.os, "fsync" if at == "fsync" else "replace", failing(FAULTS[fault]))
+    monkeypatch.setattr(atomic.os, "fsync" if at == "fsync" else "replace", failing(FAULTS[fault]))
     with pytest.raises(DataError) as caught:
         write(target)
     message = str(caught.value)
@@ -83,7 +79,7 @@ def test_append_writer_keeps_every_line_written_before(fault, tmp_path, monkeypa
     path = tmp_path / "cache.jsonl"
     with AppendJsonlWriter(path) as writer:
         writer.write({"n": 1})
-    monkeypatch.setattr(jsonl.os, "fsync", failing(FAULTS[fault]))
+    monkeypatch.setattr(atomic.os, "fsync", failing(FAULTS[fault]))
     writer = AppendJsonlWriter(path)
     with pytest.raises(DataError, match=r"cache\.jsonl: write: "):
         writer.write({"n": 2})  # sync_every=1: fsyncs at once
@@ -96,7 +92,7 @@ def test_the_cli_reports_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys) 
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_jsonl(source, [make_record("r1")])
     out.write_text("previous\n")
-    monkeypatch.setattr(jsonl.os, "fsync", failing(errno.ENOSPC))
+    monkeypatch.setattr(atomic.os, "fsync", failing(errno.ENOSPC))
     monkeypatch.setattr(sys, "argv", ["dualview", "data", "convert", str(source), str(out)])
     with pytest.raises(SystemExit) as caught:
         main()

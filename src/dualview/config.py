@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dualview.errors import ConfigError, DataError
+from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_input_text
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -39,8 +41,6 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Load a YAML mapping, with a clear error for a missing file or bad YAML."""
-    from dualview.data.jsonl import read_input_text
-
     path = Path(path)
     try:
         text = read_input_text(path)
@@ -105,6 +105,4 @@ def load_config(
 
 def dump_config(config: BaseModel, path: str | Path) -> None:
     """Write a config back to YAML atomically (round-trips through `load_config`)."""
-    from dualview.data.jsonl import atomic_write_text
-
     atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

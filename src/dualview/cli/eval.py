@@ -11,7 +11,8 @@ from rich.table import Table
 
 from dualview.cli.options import Devices, Precision, split_devices
 from dualview.eval.benchmarks import BENCHMARKS
-from dualview.eval.run import EvalSettings, Summary, display_value, evaluate
+from dualview.eval.layout import display_value
+from dualview.eval.run import EvalSettings, Summary, evaluate
 
 console = Console()
 

@@ -43,7 +43,7 @@ def gold_build(
     """Validate the gold sources and write train.jsonl, test.jsonl, counts.json, CARD.md counts
     and the leave-domains-out test sets (folds/ldo-K)."""
     result = gold.build(source, out, n_hard=n_hard, test_fraction=test_fraction)
-    from dualview.data.gold_folds import write_fold_benchmarks
+    from dualview.eval.export import write_fold_benchmarks
 
     for folder in write_fold_benchmarks(out / "folds", out):
         console.print(f"wrote leave-domains-out test set: {folder}")

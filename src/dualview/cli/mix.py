@@ -54,10 +54,18 @@ def mix(
     config: Annotated[Path | None, typer.Option(help="Custom mix YAML (MixConfig).")] = None,
     size: Annotated[int | None, typer.Option(help="Total records N.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default 0).")] = None,
+    extra_dv: Annotated[
+        str | None,
+        typer.Option(
+            "--extra-dv",
+            help="Two dv records for one orig: error (default, names both lines), first, last.",
+        ),
+    ] = None,
     sets: Overrides = None,
 ) -> None:
     """Build a size-matched training mix with negatives selected, plus OUT.manifest.json."""
-    mix_config = _mix_config(preset, config, size, seed, sets or [])
+    overrides = [*(sets or []), *([f"extra_dv={extra_dv}"] if extra_dv else [])]
+    mix_config = _mix_config(preset, config, size, seed, overrides)
     result = build_mix(inputs, mix_config, out)
     counts = ", ".join(f"{v} {n:,}" for v, n in result.counts.items())
     neg = result.selection.to_dict()
@@ -82,7 +90,7 @@ def mine(
     sets: Overrides = None,
 ) -> None:
     """Mine hard negatives with false-negative protection; writes OUT and OUT.manifest.json."""
-    from dualview.data.mine import MineConfig, mine_file
+    from dualview.retrieval.mine import MineConfig, mine_file
 
     data = read_yaml(config) if config else {}
     if model:

@@ -101,7 +101,7 @@ def stats(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
 ) -> None:
     """Inversion accuracy (Wilson 95% CI), failure modes, judge-vs-human kappa."""
-    from dualview.data.jsonl import atomic_write_json
+    from dualview.io.atomic import atomic_write_json
     from dualview.review.stats import markdown, review_summary
 
     summary = review_summary(verdicts, reviewer)
@@ -121,7 +121,7 @@ def export(
     judge: Judge = None,
 ) -> None:
     """Write the sample as Markdown (judge verdicts left out), for reading offline."""
-    from dualview.data.jsonl import atomic_write_text
+    from dualview.io.atomic import atomic_write_text
     from dualview.review.items import load_review_set, to_markdown
 
     review = load_review_set(source, n, seed, stratify, judge)

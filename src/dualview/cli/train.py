@@ -28,7 +28,8 @@ def train_cmd(
     ] = False,
 ) -> None:
     """Train as configured; checkpoints and OUTPUT_DIR/model (sentence-transformers folder)."""
-    from dualview.train.trainer import train  # heavy imports only when training
+    from dualview.hub.model_card import write_model_card  # heavy imports only when training
+    from dualview.train.trainer import train
 
     train_config = load_config(TrainConfig, config, sets or [])
     result = train(train_config, resume=resume)
@@ -37,6 +38,7 @@ def train_cmd(
         raise typer.Exit(code=143)
     if result.model_dir is None:  # not the main process
         return
+    write_model_card(result.model_dir)  # replaces sentence-transformers' generic README.md
     console.print(
         f"trained {result.steps} step(s); loss {result.first_loss} -> {result.last_loss}; "
         f"model: {result.model_dir}"

@@ -25,11 +25,12 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dualview.data.atomic_folder import atomic_dir
 from dualview.data.formats import parquet, st
-from dualview.data.jsonl import atomic_copy, iter_records
+from dualview.data.jsonl import iter_records
 from dualview.data.manifest import manifest_path
 from dualview.errors import DualviewError
+from dualview.io.atomic import atomic_copy
+from dualview.io.folder import atomic_dir
 
 ExportFormat = Literal["parquet", "st-parquet", "hf", "hf-st"]
 EXPORT_FORMATS: tuple[str, ...] = ("parquet", "st-parquet", "hf", "hf-st")

@@ -35,15 +35,11 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dualview.data.gold_card import compute_counts, update_card
-from dualview.data.jsonl import (
-    atomic_write_text,
-    iter_json_lines,
-    iter_records,
-    validation_error_to_data_error,
-    write_jsonl,
-)
+from dualview.data.jsonl import iter_records, validation_error_to_data_error
 from dualview.data.schema import Document, Record
 from dualview.errors import ConfigError, DataError
+from dualview.io.atomic import atomic_write_text, write_jsonl
+from dualview.io.files import iter_json_lines
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 SOURCE_DIR = GOLD_DIR / "source"

@@ -14,8 +14,9 @@ Names, usable wherever a gold split is (``instructions.path: gold:ldo-3-train``)
 The held-out sides are also bundled as paired evaluation sets
 (``dualview/data/gold/folds/ldo-K``: ``corpus.jsonl`` + ``pairs.jsonl``, the layout of
 `dualview.eval.export.export_paired`) so that an experiment evaluates a fold with
-``paired=src/dualview/data/gold/folds/ldo-K``; `write_fold_benchmarks` rebuilds them
-(``dualview data gold-build`` does after the splits).
+``paired=src/dualview/data/gold/folds/ldo-K``;
+`dualview.eval.export.write_fold_benchmarks` rebuilds them (``dualview data gold-build``
+does after the splits).
 """
 
 from __future__ import annotations
@@ -86,20 +87,3 @@ def load_gold_source(name: str) -> list[Record]:
     if parsed is None:
         return load_gold(name)
     return fold_records(*parsed)
-
-
-def write_fold_benchmarks(
-    out_dir: str | Path = FOLDS_DIR, gold_dir: str | Path = GOLD_DIR, n_folds: int = N_FOLDS
-) -> list[Path]:
-    """Write each fold's held-out records as a paired evaluation set ``out_dir/ldo-K``; none
-    when the set has fewer domains than folds."""
-    from dualview.eval.export import export_paired
-
-    if len(domains_of(all_gold_records(gold_dir))) < n_folds:
-        return []
-    out = []
-    for fold in range(1, n_folds + 1):
-        folder = Path(out_dir) / f"ldo-{fold}"
-        export_paired(fold_records(fold, "test", gold_dir, n_folds), folder)
-        out.append(folder)
-    return out

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_json
 from dualview.errors import DataError
+from dualview.io.atomic import atomic_write_json
 
 SUFFIX = ".manifest.json"
 

@@ -43,12 +43,13 @@ from pydantic import Field, model_validator
 
 from dualview import __version__
 from dualview.config import StrictModel
-from dualview.data.jsonl import AtomicJsonlWriter
 from dualview.data.manifest import file_sha256, write_manifest
 from dualview.data.negatives import NegativeConfig, SelectionStats, select_negatives
+from dualview.data.pairing import ExtraDv, pair_views
 from dualview.data.record_index import Entry, RecordIndex
 from dualview.data.schema import Record, View
 from dualview.errors import ConfigError, DualviewError
+from dualview.io.atomic import AtomicJsonlWriter
 from dualview.progress import track
 
 
@@ -69,6 +70,8 @@ class MixConfig(StrictModel):
     parts: list[MixPart] = Field(min_length=1)
     negatives: NegativeConfig = Field(default_factory=NegativeConfig)
     pool_size: int = Field(100_000, ge=0, description="documents kept for padding: random")
+    # A second dv record for one orig: an error naming both lines, or which one to keep.
+    extra_dv: ExtraDv = "error"
 
     @model_validator(mode="after")
     def _check_parts(self) -> MixConfig:
@@ -121,30 +124,22 @@ class Eligibility:
 
     dv: dict[str, Entry] = field(default_factory=dict)
     plain: dict[str, Entry] = field(default_factory=dict)
-    dv_orphans: int = 0
-    dv_extra: int = 0
+    pairing: dict[str, int | str] = field(default_factory=dict)
 
-    def to_dict(self, orig: int) -> dict[str, int]:
-        return {
-            "orig": orig,
-            "orig_with_dv": len(self.dv),
-            "orig_with_plain": len(self.plain),
-            "dv_without_orig": self.dv_orphans,
-            "dv_extra_per_orig_ignored": self.dv_extra,
-        }
+    def to_dict(self, orig: int) -> dict[str, int | str]:
+        return {**self.pairing, "orig": orig, "orig_with_plain": len(self.plain)}
 
 
-def find_counterparts(index: RecordIndex) -> Eligibility:
-    """Map every orig id to its first dv record and to its plain counterpart."""
-    out = Eligibility()
-    origs = {e.id: e for e in index.by_view("orig")}
-    for entry in index.by_view("dv"):
-        if entry.parent_id not in origs:
-            out.dv_orphans += 1
-        elif entry.parent_id in out.dv:
-            out.dv_extra += 1
-        else:
-            out.dv[entry.parent_id] = entry
+def find_counterparts(index: RecordIndex, extra_dv: ExtraDv = "error") -> Eligibility:
+    """Map every orig id to its dv record (`dualview.data.pairing`, one rule for every
+    stage) and to its plain counterpart."""
+
+    def where(entry: Entry) -> str:
+        return f"{index.sources[entry.source].path}:{entry.line}"
+
+    pairing = pair_views(index.by_view("orig") + index.by_view("dv"), extra_dv, where)
+    out = Eligibility(dv=pairing.dv_of, pairing=pairing.summary())
+    origs = {e.id: e for e in pairing.origs}
     plains = {e.id: e for e in index.by_view("plain")}
     for orig in origs.values():
         if orig.counterpart_id in plains:
@@ -182,7 +177,7 @@ def plan_mix(index: RecordIndex, config: MixConfig) -> MixPlan:
     """Choose the records of ``config`` from ``index`` (see module docstring)."""
     counts = part_counts(config)
     rng = random.Random(config.seed)
-    links = find_counterparts(index)
+    links = find_counterparts(index, config.extra_dv)
     origs = index.by_view("orig")
     order = [e.id for e in sorted(origs, key=lambda e: e.id)]
     rng.shuffle(order)

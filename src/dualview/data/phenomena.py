@@ -37,15 +37,11 @@ from typing import Any, Literal, get_args
 from pydantic import ValidationError, field_validator
 
 from dualview.config import StrictModel
-from dualview.data.jsonl import (
-    atomic_write_json,
-    atomic_write_text,
-    iter_json_lines,
-    validation_error_to_data_error,
-    write_jsonl,
-)
+from dualview.data.jsonl import validation_error_to_data_error
 from dualview.data.schema import content_id
 from dualview.errors import DataError
+from dualview.io.atomic import atomic_write_json, atomic_write_text, write_jsonl
+from dualview.io.files import iter_json_lines
 
 PHENOMENA_DIR = Path(__file__).resolve().parent / "phenomena"
 SOURCE_DIR = PHENOMENA_DIR / "source"

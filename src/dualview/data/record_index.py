@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, overload
 
-from dualview.data.jsonl import decode_line, iter_binary_lines, parse_record
+from dualview.data.jsonl import parse_record
 from dualview.data.negatives import KnownPositives
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
+from dualview.io.files import decode_line, iter_binary_lines
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import random
 from pathlib import Path
 
 from dualview.data.formats.beir import load_qrels, load_queries
-from dualview.data.jsonl import atomic_copy, atomic_write_text, write_jsonl
 from dualview.errors import DualviewError
+from dualview.io.atomic import atomic_copy, atomic_write_text, write_jsonl
 
 
 def _write_half(

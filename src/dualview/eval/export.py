@@ -19,21 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from dualview.data.jsonl import atomic_write_text, write_jsonl
+from dualview.data.gold import GOLD_DIR
+from dualview.data.gold_folds import FOLDS_DIR, N_FOLDS, all_gold_records, domains_of, fold_records
+from dualview.data.pairing import ExtraDv, pair_views
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
+from dualview.io.atomic import atomic_write_text, write_jsonl
 
 
-def dual_view_pairs(records: Iterable[Record]) -> list[tuple[Record, Record]]:
-    """``(orig, dv)`` pairs in the order of the orig records; one dv per orig (the first)."""
-    origs: dict[str, Record] = {}
-    dvs: dict[str, Record] = {}
-    for record in records:
-        if record.view == "orig":
-            origs.setdefault(record.id, record)
-        elif record.view == "dv" and record.parent_id:
-            dvs.setdefault(record.parent_id, record)
-    pairs = [(orig, dvs[oid]) for oid, orig in origs.items() if oid in dvs]
+def dual_view_pairs(
+    records: Iterable[Record], extra_dv: ExtraDv = "error"
+) -> list[tuple[Record, Record]]:
+    """``(orig, dv)`` pairs in the order of the orig records (`dualview.data.pairing`)."""
+    pairs = pair_views(records, extra_dv).pairs
     if not pairs:
         raise DualviewError("no orig record has a dv record (dv.parent_id == orig.id)")
     return pairs
@@ -117,3 +115,18 @@ def export_paired(records: Iterable[Record], out_dir: str | Path) -> int:
         rows.append(row)
     write_jsonl(out / "pairs.jsonl", rows)
     return len(pairs)
+
+
+def write_fold_benchmarks(
+    out_dir: str | Path = FOLDS_DIR, gold_dir: str | Path = GOLD_DIR, n_folds: int = N_FOLDS
+) -> list[Path]:
+    """Write each fold's held-out records as a paired evaluation set ``out_dir/ldo-K``; none
+    when the set has fewer domains than folds."""
+    if len(domains_of(all_gold_records(gold_dir))) < n_folds:
+        return []
+    out = []
+    for fold in range(1, n_folds + 1):
+        folder = Path(out_dir) / f"ldo-{fold}"
+        export_paired(fold_records(fold, "test", gold_dir, n_folds), folder)
+        out.append(folder)
+    return out

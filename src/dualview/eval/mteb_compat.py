@@ -25,8 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_text
-from dualview.eval.run import model_slug
+from dualview.eval.layout import model_slug
+from dualview.io.atomic import atomic_write_text
 
 REVISION = "no_revision_available"  # mteb's folder name for a model without a revision
 FOLLOWIR_TASKS = {

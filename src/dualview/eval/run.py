@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -30,9 +29,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import AtomicJsonlWriter, atomic_write_text
 from dualview.eval.benchmarks import load_benchmark, spec_label
 from dualview.eval.benchmarks.base import Benchmark, EvalContext
+from dualview.eval.layout import display_value, model_slug
+from dualview.eval.mteb_compat import write_mteb_results
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.retrieval.encode import Encoder
 
 PACKAGES = ("dualview", "torch", "transformers", "sentence-transformers", "pytrec-eval-terrier")
@@ -82,11 +83,6 @@ class Summary:
         return "\n".join(lines)
 
 
-def display_value(metric: str, value: float) -> float:
-    """Show IR measures (fractions) ×100 like p-MRR and accuracy, as the papers do."""
-    return value if "p-MRR" in metric or "accuracy" in metric else 100.0 * value
-
-
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -95,11 +91,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def model_slug(name: str) -> str:
-    """File-system-safe folder name for a model name or path."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")).strip("_") or "model"
 
 
 def _reusable(path: Path, model_fp: str, data_fp: str, settings: dict[str, Any]) -> dict | None:
@@ -167,8 +158,6 @@ def run_one(
     }
     with AtomicJsonlWriter(out_path) as writer:
         writer.write(payload)
-    from dualview.eval.mteb_compat import write_mteb_results
-
     write_mteb_results(payload, out_path.parent.parent)  # OUT/mteb/<model>/... when mapped
     return payload
 

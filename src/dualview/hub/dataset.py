@@ -22,11 +22,12 @@ from typing import Any
 import yaml
 
 from dualview import __version__
-from dualview.data.atomic_folder import atomic_dir
 from dualview.data.export import ExportResult
 from dualview.data.formats import parquet
-from dualview.data.jsonl import atomic_write_json, atomic_write_text, iter_records
+from dualview.data.jsonl import iter_records
 from dualview.hub.provenance import collect
+from dualview.io.atomic import atomic_write_json, atomic_write_text
+from dualview.io.folder import atomic_dir
 
 DATA_FILE = "data/train.parquet"
 

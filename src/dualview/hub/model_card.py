@@ -1,6 +1,6 @@
 """The sentence-transformers model card of a saved dualview model (``MODEL/README.md``).
 
-`render_model_card` reads what `dualview.train.model.BiEncoder.save` leaves in
+`render_model_card` reads what `dualview.models.bi_encoder.BiEncoder.save` leaves in
 the folder (``dualview_train.yaml``, ``data_manifest.json``, ``dualview_model.json``) and,
 when given, the result JSONs of ``dualview eval`` for the model, and writes:
 
@@ -24,9 +24,10 @@ import yaml
 
 from dualview import __version__
 from dualview.config import read_yaml
-from dualview.data.jsonl import atomic_write_text, read_json_file
 from dualview.errors import DataError
-from dualview.eval.run import display_value
+from dualview.eval.layout import display_value
+from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 
 CARD_FILE = "README.md"
 

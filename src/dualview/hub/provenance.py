@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import read_json_file
 from dualview.data.manifest import read_manifest
 from dualview.errors import DualviewError
+from dualview.io.files import read_json_file
+from dualview.review.stats import card_review_fields, review_summary
 
 STATS_SUFFIX = ".stats.json"
 # Keys of an LLM stage's stats worth carrying into a card (the rest is run bookkeeping).
@@ -46,26 +47,27 @@ def llm_stage(output: Path) -> dict[str, Any] | None:
 
 
 def review_stats(path: str | Path) -> dict[str, Any]:
-    """Human-review accuracy: a JSON summary file, or a review folder read by ``review``.
+    """Human-review accuracy for a card: ``{"accuracy", "ci_low", "ci_high", "n", ...}``.
 
-    The JSON form is ``{"accuracy": 0.8, "ci_low": 0.7, "ci_high": 0.9, "n": 50, ...}``;
-    a folder is summarised by `dualview.review.review_summary` when that module is
-    installed.
+    ``path`` is one of:
+
+    - a verdict file (``*.jsonl``, what ``dualview review`` appends to): summarised with
+      `dualview.review.stats.review_summary` (latest verdict per reviewer and item);
+    - the JSON that ``dualview review stats --json`` writes (``accuracy`` is a proportion
+      ``{"k", "n", "rate", "ci95"}``);
+    - a JSON file already in the card's flat form ``{"accuracy": 0.8, "ci_low": 0.7,
+      "ci_high": 0.9, "n": 50}``.
     """
     path = Path(path)
-    if path.is_file():
-        data = read_json_file(path)
-    else:
-        try:
-            from dualview.review import review_summary  # type: ignore[attr-defined]
-        except ImportError:
-            raise DualviewError(
-                f"{path}: give a review summary JSON file (accuracy, ci_low, ci_high, n)"
-            ) from None
-        data = review_summary(path)
-        data = data if isinstance(data, dict) else getattr(data, "__dict__", {})
+    if path.is_dir():
+        raise DualviewError(f"{path}: give a verdict file (JSONL) or a review summary (JSON)")
+    data = review_summary(path) if path.suffix == ".jsonl" else read_json_file(path)
     if not isinstance(data, dict) or "accuracy" not in data:
         raise DualviewError(f"{path}: a review summary needs an 'accuracy' field")
+    if isinstance(data["accuracy"], dict):
+        data = card_review_fields(data)
+    if not isinstance(data.get("accuracy"), int | float):
+        raise DualviewError(f"{path}: no verdicts to summarise (accuracy is not a number)")
     return json.loads(json.dumps(data, default=str))
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from dualview.config import parse_yaml_mapping
-from dualview.data.jsonl import read_input_text
 from dualview.errors import ConfigError, DataError, DualviewError
+from dualview.io.files import read_input_text
 
 CARD_FILE = "README.md"
 

@@ -29,17 +29,14 @@ from typing import Any
 
 from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
 from dualview.data import formats
-from dualview.data.jsonl import (
-    AtomicJsonlWriter,
-    atomic_write_text,
-    count_lines,
-    iter_records,
-    write_jsonl,
-)
+from dualview.data.jsonl import iter_records
 from dualview.data.mix import MixConfig, build_mix, preset_config
+from dualview.data.pairing import ExtraDv, read_pairs
 from dualview.data.schema import Record
 from dualview.errors import DualviewError, Interrupted
 from dualview.eval.benchmarks import data_path
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
+from dualview.io.files import count_lines
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.report.run_report import CONFIGURATIONS
@@ -155,14 +152,20 @@ def synth_stage(exp: Experiment, reuse_from: tuple[Path, ...] = ()):
     return run
 
 
+def write_verify_units(
+    orig_file: Path, dv_file: Path, out: Path, extra_dv: ExtraDv = "error"
+) -> int:
+    """The verification units: each orig record followed by its dv record, paired by the
+    one rule of `dualview.data.pairing` (a second dv of one orig is an error naming both
+    lines unless ``extra_dv`` chooses); returns the number of units."""
+    pairing = read_pairs([orig_file, dv_file], extra_dv)
+    write_jsonl(out, (record for pair in pairing.pairs for record in pair))
+    return len(pairing.pairs)
+
+
 def verify_stage(exp: Experiment, dv_source: str, reuse_from: tuple[Path, ...] = ()):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
-        dvs = {r.parent_id: r for r in iter_records(up[dv_source] / DV)}
-        units = []
-        for orig in iter_records(up["data"] / ORIG):
-            if orig.id in dvs:
-                units += [orig, dvs[orig.id]]
-        write_jsonl(out / "units.jsonl", units)
+        write_verify_units(up["data"] / ORIG, up[dv_source] / DV, out / "units.jsonl", exp.extra_dv)
         units_file, kept_file = out / "units.jsonl", out / "kept.jsonl"
         stats = _run_job(exp, "verify", exp.verification.job, units_file, kept_file, reuse_from)
         kept = [r for r in iter_records(out / "kept.jsonl") if r.view == "dv"]
@@ -187,10 +190,14 @@ def mix_size(spec: MixSpec, dv_file: Path) -> int:
 def mix_config(exp: Experiment, spec: MixSpec, dv_file: Path) -> MixConfig:
     if spec.preset is not None:
         config = preset_config(
-            spec.preset, mix_size(spec, dv_file), seed=exp.seed, negatives=exp.negatives
+            spec.preset,
+            mix_size(spec, dv_file),
+            seed=exp.seed,
+            negatives=exp.negatives,
+            extra_dv=exp.extra_dv,
         )
         return config.model_copy(update={"name": spec.name})
-    data = {"name": spec.name, "seed": exp.seed, **(spec.config or {})}
+    data = {"name": spec.name, "seed": exp.seed, "extra_dv": exp.extra_dv, **(spec.config or {})}
     return validate_config(MixConfig, data, f"experiment mix {spec.name}")
 
 
@@ -216,6 +223,7 @@ def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
 
 def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+        from dualview.hub.model_card import write_model_card
         from dualview.train.config import TrainConfig
         from dualview.train.trainer import train
 
@@ -227,6 +235,8 @@ def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
         result = train(config, resume=resume)
         if result.interrupted:
             raise Interrupted(f"{out}: training stopped at step {result.steps}; rerun to resume")
+        if result.model_dir is not None:
+            write_model_card(result.model_dir)
         return {"steps": result.steps, "resumed": resume, "last_loss": result.last_loss}
 
     return run
@@ -294,39 +304,41 @@ def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
     return paths
 
 
-def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
-    """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`)."""
-    reuse = tuple(Path(p) for p in reuse_from or [])
-    stages: list[Stage] = []
+def extra_dv_param(exp: Experiment) -> dict[str, str]:
+    """The pairing policy as a stage parameter; the default is left out so that stage keys
+    made before the option existed stay valid."""
+    return {} if exp.extra_dv == "error" else {"extra_dv": exp.extra_dv}
+
+
+def data_stage(exp: Experiment, reuse: tuple[Path, ...] = ()) -> Stage:
+    """The records the experiment starts from: read from a source, or seeded by the LLM."""
     if exp.instructions is not None:
-        stages.append(
-            Stage(
-                "data",
-                instructions_stage(exp),
-                params={
-                    "instructions": exp.instructions.model_dump(),
-                    "limit": exp.synthesis.limit,
-                },
-                inputs=exp.instructions.input_files(),
-                description="read the instruction records",
-            )
+        return Stage(
+            "data",
+            instructions_stage(exp),
+            params={"instructions": exp.instructions.model_dump(), "limit": exp.synthesis.limit},
+            inputs=exp.instructions.input_files(),
+            description="read the instruction records",
         )
-    else:
-        assert exp.seeding is not None
-        stages.append(
-            Stage(
-                "data",
-                seed_stage(exp, reuse),
-                params={
-                    "seeding": exp.seeding.model_dump(),
-                    "limit": exp.synthesis.limit,
-                    "task": task_fingerprint("seed", exp.seeding.job),
-                },
-                inputs=exp.seeding.source.input_files(),
-                description="seed instructions from plain qrels with the LLM",
-            )
-        )
-    dv_stage = "data"  # dual views given by the source (e.g. the gold set)
+    assert exp.seeding is not None
+    return Stage(
+        "data",
+        seed_stage(exp, reuse),
+        params={
+            "seeding": exp.seeding.model_dump(),
+            "limit": exp.synthesis.limit,
+            "task": task_fingerprint("seed", exp.seeding.job),
+        },
+        inputs=exp.seeding.source.input_files(),
+        description="seed instructions from plain qrels with the LLM",
+    )
+
+
+def dual_view_stages(exp: Experiment, reuse: tuple[Path, ...] = ()) -> tuple[list[Stage], str]:
+    """The synthesis and verification stages, and the name of the stage whose ``dv.jsonl``
+    training uses (``data`` when the source gives the dual views, e.g. the gold set)."""
+    stages: list[Stage] = []
+    dv_stage = "data"
     if exp.synthesis.enabled:
         stages.append(
             Stage(
@@ -349,13 +361,21 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
                 params={
                     "job": exp.verification.job,
                     "task": task_fingerprint("verify", exp.verification.job),
+                    **extra_dv_param(exp),
                 },
                 after=list(dict.fromkeys(["data", dv_stage])),
                 description="LLM judge keeps swaps that hold",
             )
         )
         dv_stage = "verify"
+    return stages, dv_stage
+
+
+def training_stages(exp: Experiment, dv_stage: str) -> tuple[list[Stage], dict[str, str]]:
+    """One mix stage per mix and one training stage per mix and backbone; also the report
+    row label of each training stage."""
     backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
+    stages: list[Stage] = []
     trained: dict[str, str] = {}
     for spec in exp.mixes:
         mix_name = f"mix-{spec.name}"
@@ -367,6 +387,7 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
                     "mix": spec.model_dump(mode="json"),
                     "seed": exp.seed,
                     "negatives": exp.negatives.model_dump(mode="json"),
+                    **extra_dv_param(exp),
                 },
                 after=list(dict.fromkeys(["data", dv_stage])),
                 description=f"build the {spec.name} training mix",
@@ -384,21 +405,32 @@ def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pip
                 )
             )
             trained[spec.name + (f" ({label})" if label else "")] = stage_name
+    return stages, trained
+
+
+def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
+    """Evaluation of the base models and the trained ones, then the report."""
+    backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
     bases = {
         ("base" + (f" ({label})" if label else "")): base_model_name(exp, backbone)
         for label, backbone in backbones.items()
     }
-    stages.append(
-        Stage(
-            "eval",
-            eval_stage(exp, trained, bases),
-            params={"evaluation": exp.evaluation.model_dump(), "bases": bases},
-            inputs=_local_benchmark_inputs(exp.evaluation.benchmarks),
-            after=list(trained.values()),
-            description="evaluate base and trained models",
-        )
+    evaluation = Stage(
+        "eval",
+        eval_stage(exp, trained, bases),
+        params={"evaluation": exp.evaluation.model_dump(), "bases": bases},
+        inputs=_local_benchmark_inputs(exp.evaluation.benchmarks),
+        after=list(trained.values()),
+        description="evaluate base and trained models",
     )
-    stages.append(
-        Stage("report", report_stage(exp), after=["eval"], description="tables and plots")
-    )
+    report = Stage("report", report_stage(exp), after=["eval"], description="tables and plots")
+    return [evaluation, report]
+
+
+def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
+    """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`)."""
+    reuse = tuple(Path(p) for p in reuse_from or [])
+    dual_views, dv_stage = dual_view_stages(exp, reuse)
+    training, trained = training_stages(exp, dv_stage)
+    stages = [data_stage(exp, reuse), *dual_views, *training, *evaluation_stages(exp, trained)]
     return Pipeline(exp.resolved_run_dir(), stages, reuse_from)

@@ -28,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 from dualview.config import StrictModel, load_config
 from dualview.data.mix import PRESETS
 from dualview.data.negatives import NegativeConfig
+from dualview.data.pairing import ExtraDv
 from dualview.eval.benchmarks import parse_spec
 
 GOLD_PREFIX = "gold:"
@@ -135,6 +136,9 @@ class Experiment(StrictModel):
     synthesis: SynthesisSpec = Field(default_factory=SynthesisSpec)
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
     negatives: NegativeConfig = Field(default_factory=NegativeConfig)
+    # A second dv record for one orig (verify units, mixes): an error naming both lines, or
+    # which one to keep (`dualview.data.pairing`).
+    extra_dv: ExtraDv = "error"
     mixes: list[MixSpec] = Field(min_length=1)
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     evaluation: EvaluationSpec

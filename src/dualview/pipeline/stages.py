@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_write_text, fault_scope
 from dualview.errors import DualviewError, warn_once
+from dualview.io.atomic import atomic_write_text
+from dualview.io.faults import fault_scope
 
 DONE_FILE = ".done.json"
 # Bump when a stage's on-disk output format changes, to invalidate old run folders.

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dualview.data.jsonl import atomic_write_text
+from dualview.io.atomic import atomic_write_text
 from dualview.report.compare import (
     check_pairs,
     compare_rows,

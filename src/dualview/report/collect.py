@@ -3,7 +3,7 @@
 Column names follow the paper's table (``FollowIR p-MRR``, ``FollowIR Score``,
 ``InfoSearch <dim> p-MRR``, ``MAIR <task> nDCG@10``); any other benchmark contributes its
 headline metrics as ``<label> <metric>``. IR measures are stored as fractions and shown x100
-(`dualview.eval.run.display_value`).
+(`dualview.eval.layout.display_value`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import iter_binary_lines, read_json_file
 from dualview.errors import DataError
-from dualview.eval.run import display_value, model_slug
+from dualview.eval.layout import display_value, model_slug
+from dualview.io.files import iter_binary_lines, read_json_file
 from dualview.report.table import ConfigResult
 
 # Headline metrics of benchmarks outside the paper's columns.

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dualview.data.gold_lexical import BM25
-from dualview.data.jsonl import iter_json_lines
 from dualview.data.schema import Document
+from dualview.io.files import iter_json_lines
 from dualview.report.table import ConfigResult
 
 ACCURACY_SUFFIX = "pairwise accuracy"

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import atomic_path
+from dualview.io.atomic import atomic_path
 from dualview.report.table import ConfigResult, ordered_columns
 
 # tab10, matplotlib's default cycle

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dualview.data.jsonl import read_json_file
 from dualview.errors import DataError, DualviewError
+from dualview.io.files import read_json_file
 from dualview.report import ReportFiles, ReportOptions, write_report
 from dualview.report.collect import collect_rows
 from dualview.report.table import ConfigResult, aggregate

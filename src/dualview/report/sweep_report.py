@@ -22,8 +22,9 @@ from typing import Any
 from pydantic import Field
 
 from dualview.config import StrictModel, validate_config
-from dualview.data.jsonl import atomic_write_text, read_json_file
 from dualview.errors import DualviewError
+from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 from dualview.report import ReportFiles, ReportOptions, write_report
 from dualview.report.compare import is_base
 from dualview.report.run_report import find_eval_stage, rows_of_eval_stage

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 
 from dualview.errors import DualviewError, warn_once
+from dualview.models.interaction import encode_instructed_queries
+from dualview.models.saved import load_interaction_head
 from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
 from dualview.retrieval.devices import balanced_shares, encode_on_devices
@@ -302,8 +304,6 @@ class Encoder:
     def _encode_instructed(self, texts: Sequence[InstructedQuery]) -> np.ndarray:
         """Queries of a cross-attention model: each distinct instruction encoded once, then
         the head (not cached: the head is cheap beside the backbone)."""
-        from dualview.train.interaction import encode_instructed_queries
-
         started = time.perf_counter()
         vectors = encode_instructed_queries(
             self.runner,
@@ -372,12 +372,7 @@ class Encoder:
 
 def _load_head(name: str) -> Any:
     """The cross-attention head saved in model folder ``name``, or None."""
-    path = Path(resolve_model_path(name))
-    if not (path / "interaction").is_dir():
-        return None
-    from dualview.train.interaction import InstructionQueryAttention
-
-    return InstructionQueryAttention.load(path)
+    return load_interaction_head(resolve_model_path(name))
 
 
 def _split_devices(

@@ -13,7 +13,7 @@ def doc_text(doc: Document) -> str:
 class InstructedQuery(str):
     """A query text joined with its instruction (the ``str`` value, what concatenation
     models read) that also keeps the two parts, for models that encode them apart
-    (the cross-attention interaction, `dualview.train.interaction`)."""
+    (the cross-attention interaction, `dualview.models.interaction`)."""
 
     query: str
     instruction: str

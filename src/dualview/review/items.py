@@ -4,7 +4,7 @@ A source is a record file (its ``dv`` records are the items), a run folder (the 
 stage's ``dv.jsonl``, with the verification stage as the judge when the run has one) or the
 gold set (``gold:SPLIT``: each gold reversal, expected valid, and its negative control, the
 original instruction posing as the reversal, expected invalid; see
-`dualview.synth.bench.negative_control`; their item ids are opaque hashes, so neither the
+`dualview.data.gold_pairs.negative_control`; their item ids are opaque hashes, so neither the
 id nor the stratum, the domain, gives the expected verdict away). Files are streamed twice
 (strata, then the sampled records), so a sample of 100 from a file of 240k records holds 100
 records in memory.
@@ -20,9 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import iter_json_lines, iter_records
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
+from dualview.io.files import iter_json_lines
 from dualview.review.sample import stratified_sample
 
 GOLD_PREFIX = "gold:"
@@ -166,7 +167,7 @@ def _file_items(
 
 def _gold_items(split: str, n: int, seed: int, judge: Path | None) -> tuple[list[ReviewItem], int]:
     from dualview.data.gold import load_gold
-    from dualview.synth.bench import gold_pairs, negative_control
+    from dualview.data.gold_pairs import gold_pairs, negative_control
 
     verdicts = judge_verdicts(judge) if judge else {}
     pool: list[ReviewItem] = []

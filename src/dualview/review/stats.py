@@ -210,3 +210,17 @@ def report_sections(
     files = list(verdict_files or [Path(d) / "review.jsonl" for d in run_dirs])
     files = [f for f in files if verdict_files or Path(f).is_file()]
     return [(f"Human review ({Path(f).name})", markdown(review_summary(f))) for f in files]
+
+
+def card_review_fields(summary: dict[str, Any]) -> dict[str, Any]:
+    """A `review_summary` in the flat form a dataset card shows: ``accuracy`` (the rate),
+    ``ci_low``/``ci_high`` (its Wilson 95% interval), ``n`` (verdicts), plus ``items``,
+    ``reviewers`` and ``file`` when present."""
+    accuracy = summary.get("accuracy") or {}
+    ci = accuracy.get("ci95") or [None, None]
+    flat = {"accuracy": accuracy.get("rate"), "ci_low": ci[0], "ci_high": ci[1]}
+    flat["n"] = accuracy.get("n")
+    for key in ("items", "reviewers", "file"):
+        if key in summary:
+            flat[key] = summary[key]
+    return flat

@@ -4,7 +4,7 @@ Every verdict is appended and fsynced before the page is told it was saved, so k
 server loses at most the verdict being typed. Several server processes (or browser tabs) may
 write the same file: each append holds ``flock`` on ``FILE.lock`` for the duration of one line,
 and a torn last line left by a killed writer is dropped by the next append
-(`dualview.data.jsonl.AppendJsonlWriter`). Relabelling an item appends a new line; the
+(`dualview.io.append.AppendJsonlWriter`). Relabelling an item appends a new line; the
 latest line per (reviewer, item) counts.
 """
 
@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import AppendJsonlWriter, iter_json_lines, repair_torn_tail
 from dualview.errors import DataError
+from dualview.io.append import AppendJsonlWriter, repair_torn_tail
+from dualview.io.files import iter_json_lines
 
 FAILURE_MODES = (
     "near_copy",  # near-copy of the original instruction

@@ -37,9 +37,12 @@ from pydantic import Field
 from dualview.config import StrictModel
 from dualview.data.gold import GOLD_DIR, load_gold, split_path
 from dualview.data.gold_check import char_ratio
-from dualview.data.jsonl import atomic_write_text, iter_json_lines, iter_records, write_jsonl
+from dualview.data.gold_pairs import GoldPair, gold_pairs, negative_control
+from dualview.data.jsonl import iter_records
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
+from dualview.io.atomic import atomic_write_text, write_jsonl
+from dualview.io.files import iter_json_lines
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
 from dualview.synth.runner import RunnerConfig, make_runner, side_path
@@ -48,7 +51,6 @@ from dualview.synth.verify import VerifyConfig, VerifyTask
 
 # Rejection reasons that mean the answer did not follow the reply format at all.
 FORMAT_FAILURES = ("no_answer", "multiple_answers", "malformed")
-GoldPair = tuple[Record, Record]
 
 
 class BenchConfig(StrictModel):
@@ -74,21 +76,6 @@ class BenchConfig(StrictModel):
     # Reversal settings (``examples`` and ``n_star`` are set by the benchmark).
     reverse: ReverseConfig = ReverseConfig()
     verify: VerifyConfig = VerifyConfig()
-
-
-def gold_pairs(records: Iterable[Record], source: str = "gold") -> list[GoldPair]:
-    """(orig, dv) pairs of a gold split, in file order; every orig needs exactly one dv."""
-    origs: dict[str, Record] = {}
-    dvs: dict[str, Record] = {}
-    for record in records:
-        if record.view == "orig":
-            origs[record.id] = record
-        elif record.parent_id:
-            dvs[record.parent_id] = record
-    missing = [rid for rid in origs if rid not in dvs]
-    if missing:
-        raise DataError(source, None, "parent_id", f"no dv record for {missing[0]}")
-    return [(orig, dvs[rid]) for rid, orig in origs.items()]
 
 
 def _domain(record: Record) -> str:
@@ -193,19 +180,6 @@ class GoldFewShotReverse:
         if task is None:
             return Outcome("skipped", reason=f"no examples for domain {_domain(unit[0])!r}")
         return await task.run(unit, llm)
-
-
-def negative_control(pair: GoldPair) -> Record:
-    """The original instruction presented as if it were the reversal: a lone dv record whose
-    positive is N* under the *original* instruction (a sound judge must not pick N*)."""
-    orig, dv = pair
-    return dv.model_copy(
-        update={
-            "id": f"{orig.id}-control",
-            "instruction": orig.instruction,
-            "meta": {**dv.meta, "bench": "negative_control"},
-        }
-    )
 
 
 def rejection_reasons(out: Path) -> Counter[str]:

@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dualview.data.jsonl import AppendJsonlWriter
 from dualview.data.schema import Record
 from dualview.errors import warn_once
+from dualview.io.append import AppendJsonlWriter
 from dualview.synth.task import Outcome
 
 

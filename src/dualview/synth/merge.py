@@ -13,8 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import AtomicJsonlWriter, count_lines, iter_json_lines, read_json_file
 from dualview.errors import DataError, DualviewError
+from dualview.io.atomic import AtomicJsonlWriter
+from dualview.io.files import count_lines, iter_json_lines, read_json_file
 from dualview.synth.runner import side_path, write_json
 
 

@@ -5,9 +5,12 @@ How a run goes:
 1. The input is streamed once to count its units and hash them (the input digest that the
    shard merge checks); with ``--shard i/n`` the run owns the contiguous block of units
    ``[total*i//n, total*(i+1)//n)``.
-2. The input is streamed again; every unit whose key is not in the cache is sent to the task,
-   at most ``concurrency`` at a time (the reader waits for a free slot, so memory stays
-   bounded). Results are appended to the cache as they complete, in any order.
+2. The input is streamed again (`dualview.synth.engine.pending_units`): units already in the
+   cache are skipped, a repeated unit is answered once, and the engine
+   (`dualview.synth.engine.Engine`, chosen by ``runner.engine`` from `dualview.synth.engines`)
+   answers the rest: locally at most ``concurrency`` at a time (the reader waits for a free
+   slot, so memory stays bounded), or on Ray. Results are appended to the cache as they
+   complete, in any order.
 3. Finally the input is streamed a third time and every unit's result is read from the cache in
    input order: ``ok`` records go to OUT, all other outcomes to ``OUT.dropped.jsonl`` (with
    reason and raw answers), both written atomically; ``OUT.stats.json`` sums it up.
@@ -26,59 +29,32 @@ import json
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from dualview.config import StrictModel
-from dualview.data.jsonl import AtomicJsonlWriter, atomic_write_text
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
+from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.lock import exclusive
 from dualview.progress import make_progress
-from dualview.synth.backends.base import (
-    BackendConfig,
-    ChatBackend,
-    SamplingParams,
-    TransientBackendError,
-)
+from dualview.synth.backends.base import BackendConfig, ChatBackend, SamplingParams
 from dualview.synth.cache import ResultCache, job_fingerprint, unit_key
-from dualview.synth.limits import Limits
-from dualview.synth.task import LLM, STATUSES, Outcome, Task, Turnstile
+from dualview.synth.engine import (
+    Engine,
+    Results,
+    RunnerConfig,
+    Tally,
+    UnitSource,
+    pending_units,
+)
+from dualview.synth.engines import build_engine, engine_over
+from dualview.synth.task import STATUSES, Outcome, Task
 
-UnitSource = Callable[[], Iterator[list[Record]]]
-
-
-class RunnerConfig(StrictModel):
-    """How a task is executed; none of this changes the results (not in the cache key)."""
-
-    concurrency: int = Field(default=4, ge=1)
-    requests_per_minute: float | None = Field(default=None, gt=0)
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-    # Cache file; default OUT.cache.jsonl. Point several runs at one file to share results.
-    cache: Path | None = None
-    # "i/n": run only the i-th of n contiguous blocks of the input (0-based).
-    shard: str | None = None
-    # Prices in USD per million tokens, for the cost line of the stats.
-    price_in_per_million: float | None = None
-    price_out_per_million: float | None = None
-    # "local" (asyncio in this process) or "ray" (Ray Data map_batches; dualview[ray]).
-    engine: Literal["local", "ray"] = "local"
-    # Ray cluster to join (e.g. "auto" or "ray://head:10001"); default: start a local one.
-    ray_address: str | None = None
-    # Units per Ray task (each task runs its batch concurrently); with backend vllm, the
-    # processor's batch size.
-    ray_batch_size: int = Field(default=64, ge=1)
-    # Backend vllm on Ray (Ray Data LLM's vLLM processor, see ray_vllm.py): units whose
-    # prompts go out together in rounds, vLLM engines (one per GPU, or per tensor-parallel
-    # group), and extra vLLM engine arguments (e.g. tensor_parallel_size).
-    ray_vllm_window: int = Field(default=4096, ge=1)
-    ray_vllm_replicas: int = Field(default=1, ge=1)
-    ray_vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+__all__ = ["Runner", "RunnerConfig", "Shard", "Tally", "UnitSource", "make_runner", "side_path"]
 
 
 @dataclass(frozen=True)
@@ -119,42 +95,24 @@ def percentile(values: list[float], q: float) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-class Tally:
-    """Live counts for the progress bar."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.started = time.perf_counter()
-        self.fresh = 0
-
-    def add(self, status: str, fresh: bool) -> None:
-        """Count one unit: its outcome ``status``, and whether this run computed it."""
-        self.counts[status] += 1
-        self.fresh += int(fresh)
-
-    def text(self) -> str:
-        rate = self.fresh / max(1e-9, time.perf_counter() - self.started)
-        parts = [f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s] or s != "skipped"]
-        return " · ".join(parts) + f" · {rate:.2f} units/s"
-
-
 class Runner:
-    """One run of ``task`` over the units of an input (see module docstring)."""
+    """One run of ``task`` over the units of an input (see module docstring); step 2 is the
+    ``engine``'s (`dualview.synth.engine.Engine`). Given a `ChatBackend` instead of an engine,
+    the run uses the local engine over it."""
 
     def __init__(
         self,
         task: Task,
-        backend: ChatBackend,
+        engine: Engine | ChatBackend,
         params: SamplingParams,
         config: RunnerConfig,
     ) -> None:
         self.task = task
-        self.backend = backend
+        self.engine = engine if isinstance(engine, Engine) else engine_over(engine, config)
+        self.backend = self.engine.backend
         self.params = params
         self.config = config
         self.shard = Shard.parse(config.shard)
-        self.limits = Limits(config.requests_per_minute, config.tokens_per_minute)
-        self.turnstile: Turnstile | None = None  # one per event loop, set by _execute
         self.fingerprint = self._job_fingerprint(task.fingerprint())
         # Jobs whose prompts were the same but whose answers an older parser judged.
         earlier = getattr(task, "earlier_fingerprints", lambda: [])()
@@ -179,13 +137,12 @@ class Runner:
         total, digest = _scan_input(units(), self.fingerprint)
         lo, hi = self.shard.bounds(total)
         cache_path = Path(self.config.cache or side_path(out, "cache.jsonl"))
-        errors: dict[str, Outcome] = {}
         tally = Tally()
         # One writer per cache (and so per output): a second run on it stops with exit 2.
         with exclusive(cache_path.with_name(cache_path.name + ".lock"), "synthesis cache"):
             cache = ResultCache(cache_path)
             try:
-                await self._execute(units, lo, hi, cache, errors, tally)
+                errors = await self._execute(units, lo, hi, cache, tally)
                 cache.reopen()
                 stats = self._assemble(units, lo, hi, cache, errors, out)
             finally:
@@ -211,77 +168,23 @@ class Runner:
         return stats
 
     async def _execute(
-        self,
-        units: UnitSource,
-        lo: int,
-        hi: int,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
-    ) -> None:
-        slots = asyncio.Semaphore(self.config.concurrency)
-        self.turnstile = Turnstile()
-        inflight: dict[str, asyncio.Task] = {}
-        fatal: list[BaseException] = []
-
+        self, units: UnitSource, lo: int, hi: int, cache: ResultCache, tally: Tally
+    ) -> dict[str, Outcome]:
+        """Step 2: the engine answers the units of ``[lo, hi)`` the cache lacks; returns the
+        ``error`` outcomes (not cached)."""
         with make_progress() as progress:
-            bar = progress.add_task(f"{self.task.name}", total=hi - lo, status="")
+            label = f"{self.task.name}{self.engine.label}"
+            bar = progress.add_task(label, total=hi - lo, status="")
 
-            def done(status: str, fresh: bool) -> None:
-                tally.add(status, fresh)
-                progress.update(bar, advance=1, status=tally.text())
+            def show() -> None:
+                progress.update(bar, completed=sum(tally.counts.values()), status=tally.text())
 
-            async def work(key: str, unit: list[Record]) -> None:
-                try:
-                    outcome = await self._one(unit, self._earlier_outcome(cache, unit))
-                    self._store(key, unit[0].id, outcome, cache, errors, tally)
-                    progress.update(bar, advance=1, status=tally.text())
-                except BaseException as exc:  # a fatal backend error or cancellation
-                    fatal.append(exc)
-                finally:
-                    slots.release()
-                    inflight.pop(key, None)
-
-            for key, unit in self._keyed(units, lo, hi):
-                if fatal:
-                    break
-                if key in cache:
-                    done(cache.status(key), False)
-                    continue
-                if key in inflight:  # the same unit twice: its result serves both
-                    await inflight[key]
-                    done(cache.status(key) if key in cache else "error", False)
-                    continue
-                await slots.acquire()
-                if fatal:
-                    slots.release()
-                    break
-                inflight[key] = asyncio.create_task(work(key, unit))
-            if fatal:
-                for pending in list(inflight.values()):
-                    pending.cancel()
-            await asyncio.gather(*list(inflight.values()), return_exceptions=True)
-        real = [e for e in fatal if not isinstance(e, asyncio.CancelledError)]
-        if real:
-            raise real[0]
-
-    @staticmethod
-    def _store(
-        key: str,
-        unit_id: str,
-        outcome: Outcome,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
-    ) -> None:
-        """Keep a fresh outcome: cached, or an ``error`` held apart (not cached, so a rerun
-        retries it); counted in ``tally``."""
-        if outcome.status == "error":
-            errors[key] = outcome
-        else:
-            errors.pop(key, None)
-            cache.put(key, unit_id, outcome)
-        tally.add(outcome.status, True)
+            results = Results(cache, tally, show)
+            earlier = partial(self._earlier_outcome, cache)
+            pending = pending_units(self._keyed(units, lo, hi), results, earlier)
+            await self.engine.answer(self.task, self.params, pending, results)
+            results.count_repeats()
+        return results.errors
 
     def _keyed(self, units: UnitSource, lo: int, hi: int) -> Iterator[tuple[str, list[Record]]]:
         """The units at positions ``[lo, hi)`` of the input, each with its cache key."""
@@ -297,30 +200,6 @@ class Runner:
             if earlier is not None:
                 return earlier
         return None
-
-    async def _one(self, unit: list[Record], earlier: Outcome | None = None) -> Outcome:
-        """Run the task on one unit; transient failures become an ``error`` outcome, anything
-        else (a backend that cannot work, a broken template) propagates and stops the run.
-
-        With ``earlier`` (the unit's result under an older parser), its raw answers are
-        replayed to the task in order, so only prompts beyond them reach the backend; the
-        usage of the replayed calls is carried over.
-        """
-        replay = earlier.raw if earlier is not None else None
-        limits = self.limits if self.limits.active else None
-        llm = LLM(self.backend, self.params, limits, replay, self.turnstile)
-        try:
-            outcome = await self.task.run(unit, llm)
-        except TransientBackendError as exc:
-            outcome = Outcome("error", reason=str(exc))
-        outcome = llm.stamp(outcome)
-        if earlier is not None and llm.replayed:
-            used = llm.replayed
-            outcome.tokens_in += earlier.tokens_in
-            outcome.tokens_out += earlier.tokens_out
-            outcome.latencies = earlier.latencies[:used] + outcome.latencies
-            outcome.counts = {**outcome.counts, "replayed_answers": used}
-        return outcome
 
     def _assemble(
         self,
@@ -379,18 +258,8 @@ class Runner:
 def make_runner(
     task: Task, backend: BackendConfig, params: SamplingParams, config: RunnerConfig
 ) -> Runner:
-    """The runner that ``config.engine`` names: this process (local) or Ray Data (ray)."""
-    if config.engine == "ray" and backend.kind == "vllm":
-        from dualview.synth.ray_vllm import RayVLLMRunner
-
-        return RayVLLMRunner(task, backend, params, config)
-    if config.engine == "ray":
-        from dualview.synth.ray_engine import RayRunner
-
-        return RayRunner(task, backend, params, config)
-    from dualview.synth.backends import build_backend
-
-    return Runner(task, build_backend(backend), params, config)
+    """The runner whose engine ``config.engine`` names (see `dualview.synth.engines`)."""
+    return Runner(task, build_engine(backend, config), params, config)
 
 
 def _scan_input(units: Iterator[list[Record]], fingerprint: str) -> tuple[int, str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from dualview.config import StrictModel
 from dualview.data.jsonl import iter_records
+from dualview.data.pairing import ExtraDvError
 from dualview.data.schema import Document, Record
 from dualview.synth.parsing import Parsed, accept, reject, screen, the_answer
 from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
@@ -73,11 +74,28 @@ def _belongs(record: Record, head: Record) -> bool:
     return record.parent_id == head.id or record.meta.get("infir_parent") == head.id
 
 
+def _check_one_dv(unit: list[Record], record: Record) -> None:
+    if record.view != "dv" or record.parent_id != unit[0].id:
+        return
+    for other in unit[1:]:
+        if other.view == "dv" and other.parent_id == record.parent_id:
+            raise ExtraDvError(
+                f"two dv records for orig {record.parent_id!r}: id {other.id!r} and id "
+                f"{record.id!r}; keep one (`dualview mix --extra-dv` and experiments' "
+                "extra_dv choose for mixes and the pipeline)"
+            )
+
+
 def group_units(records: Iterable[Record]) -> Iterator[list[Record]]:
-    """Consecutive records that belong to the first of them form one unit."""
+    """Consecutive records that belong to the first of them form one unit.
+
+    An orig has one dv record (`dualview.data.pairing`'s rule): a second dv of the same
+    orig is an `ExtraDvError` naming both, never a unit judged with two reversals.
+    """
     unit: list[Record] = []
     for record in records:
         if unit and _belongs(record, unit[0]):
+            _check_one_dv(unit, record)
             unit.append(record)
             continue
         if unit:

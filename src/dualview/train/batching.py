@@ -30,9 +30,9 @@ import torch
 from dualview.data.record_index import IndexedRecords, instance_key
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
+from dualview.models.bi_encoder import record_query_text
+from dualview.models.tokens import TokenizedTexts
 from dualview.retrieval.text import doc_text  # documents read as in evaluation
-from dualview.train.model import record_query_text
-from dualview.train.tokens import TokenizedTexts
 
 POSITIVE, NEGATIVE, UNLABELLED = 1, -1, 0
 

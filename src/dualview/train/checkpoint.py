@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dualview.data.jsonl import fault_point
+from dualview.io.faults import fault_point
 from dualview.train.batching import DataPosition
 
 STATE_FILE = "state.json"

@@ -1,4 +1,8 @@
-"""Configuration of ``dualview train`` (YAML, strict: unknown keys are errors)."""
+"""Configuration of ``dualview train`` (YAML, strict: unknown keys are errors).
+
+The model part (`ModelConfig`, `LoraSettings`) lives with the models in
+`dualview.models.config`; it is re-exported here because a training YAML nests it.
+"""
 
 from __future__ import annotations
 
@@ -8,60 +12,10 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from dualview.config import StrictModel
+from dualview.models.config import LoraSettings, ModelConfig
 
-Pooling = Literal["cls", "mean", "last_token"]
-Interaction = Literal["concat", "cross_attention"]
 ViewPolicy = Literal["together", "separate", "random"]
-Objective = Literal["infonce", "inf_univariate", "inf_multivariate"]
 MarginalSet = Literal["P", "I", "IQ"]
-DECODER_LINEAR_LAYERS = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-)
-
-
-class LoraSettings(StrictModel):
-    """LoRA adapters (``peft``) on the backbone's linear layers; base weights stay frozen."""
-
-    rank: int = Field(16, gt=0)
-    alpha: float = Field(32.0, gt=0)  # updates scaled by alpha / rank
-    dropout: float = Field(0.0, ge=0, lt=1)
-    # Module names (suffixes) that get adapters: Llama's and Qwen2's attention and MLP.
-    target_modules: list[str] = Field(
-        default_factory=lambda: list(DECODER_LINEAR_LAYERS),
-        min_length=1,
-    )
-
-
-class ModelConfig(StrictModel):
-    """The bi-encoder: backbone, pooling and text shaping."""
-
-    name_or_path: str = "embedded:minilm"
-    pooling: Pooling = "mean"
-    normalize: bool = True
-    trust_remote_code: bool = False
-    query_max_length: int = Field(512, gt=0)
-    document_max_length: int = Field(512, gt=0)
-    # How a query and its instruction are joined (the paper concatenates).
-    query_template: str = "{query} {instruction}"
-    # InF-Embed instruction-query interaction: "concat" encodes the template's joined text;
-    # "cross_attention" encodes instruction and query apart and joins them with the
-    # cross-attention head (dualview.train.interaction; query_template is then unused).
-    interaction: Interaction = "concat"
-    # Attention kernel passed to transformers (None: its default, "sdpa" for most encoders;
-    # "flash_attention_2" when the flash-attn package is installed).
-    attn_implementation: str | None = None
-    # Decoder-only retrievers (dualview.train.decoder): append the tokenizer's EOS to every
-    # text and pad on the left (None: when pooling is last_token and the tokenizer has an
-    # EOS token; encoder tokenizers without one already end texts with [SEP] and pad right).
-    append_eos: bool | None = None
-    # LoRA adapters instead of full fine-tuning (None: all weights train).
-    lora: LoraSettings | None = None
 
 
 class DataConfig(StrictModel):
@@ -85,13 +39,23 @@ class DataConfig(StrictModel):
 
 
 class LossConfig(StrictModel):
-    """Which objective, and its temperature."""
+    """Which objective (a name registered in `dualview.train.objectives`), and its settings."""
 
-    objective: Objective = "infonce"
+    objective: str = "infonce"
     temperature: float = Field(0.02, gt=0)
     in_batch_negatives: bool = False
     # InF-Embed: which marginal-negative sets enter the objective.
     inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"])
+
+    @field_validator("objective")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        # The registry imports torch: loaded when a config is validated, not when the CLI starts.
+        from dualview.train.objectives import objective_names
+
+        if value not in objective_names():
+            raise ValueError(f"unknown objective {value!r}; choose from {objective_names()}")
+        return value
 
     @model_validator(mode="after")
     def _sets_not_empty(self) -> LossConfig:
@@ -143,3 +107,6 @@ class TrainConfig(StrictModel):
         if isinstance(value, int) and value <= 0:
             raise ValueError("must be > 0, 'auto' or null")
         return value
+
+
+__all__ = ["DataConfig", "LoraSettings", "LossConfig", "ModelConfig", "OptimConfig", "TrainConfig"]

@@ -8,7 +8,7 @@ the GPU waits for it (twice, when GradCache re-tokenized for its second pass). H
 - worker ``w`` of ``W`` prepares the batches whose index in the run is ``w`` modulo ``W``,
   and the consumer takes them round-robin, so the order is exactly the order of
   `BatchStream.iterate` (a resumed run replays the same batches);
-- each batch carries its token ids (`dualview.train.tokens.TokenizedTexts`) per text
+- each batch carries its token ids (`dualview.models.tokens.TokenizedTexts`) per text
   group, so the step pads chunks and never tokenizes.
 
 Threads, not processes: the tokenizer's Rust core releases the GIL while it encodes, and the
@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dualview.models.tokens import tokenize_texts
 from dualview.train.batching import Batch, BatchStream, DataPosition
-from dualview.train.model import tokenize_texts
 
 #: Maps a batch to its text groups: name -> (texts, "query" | "document").
 GroupsOf = Callable[[Batch], dict[str, tuple[list[str], str]]]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dualview.train.model import BiEncoder
+from dualview.models.bi_encoder import BiEncoder
 
 #: Token budget per chunk on CPU (memory is host RAM; this keeps chunks cache-friendly).
 CPU_TOKEN_BUDGET = 16_384

@@ -25,15 +25,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from dualview.models.bi_encoder import BiEncoder, TextKind
+from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
-from dualview.train.interaction import pair_index
-from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
-from dualview.train.model import BiEncoder, TextKind
-from dualview.train.tokens import TokenizedTexts, padded_width, plan_chunks
-
-TextGroups = dict[str, tuple[list[str], TextKind]]
-#: Groups encoded to token states (cross-attention interaction), not pooled vectors.
-STATE_GROUPS = ("instructions", "query_tokens")
+from dualview.train.objectives import Objective
+from dualview.train.query_encoding import QueryEncoding, TextGroups, query_encoding
 
 
 def world() -> tuple[int, int]:
@@ -85,32 +81,10 @@ def all_reduce_gradients(model: nn.Module) -> None:
                 param.grad.div_(size)
 
 
-def batch_pairs(batch: Batch) -> tuple[list[str], list[str], torch.Tensor, torch.Tensor]:
-    """Distinct instructions and bare queries of ``batch`` and each record's indices."""
-    return pair_index([r.instruction for r in batch.records], [r.query for r in batch.records])
-
-
-def text_groups(batch: Batch, loss_fn: nn.Module, interaction: str = "concat") -> TextGroups:
-    """What has to be encoded for ``batch`` under ``loss_fn`` and the model's interaction.
-
-    ``concat``: query texts (query + instruction), documents and, for the InF-Embed I set,
-    the B x B swapped query texts. ``cross_attention``: each distinct instruction and bare
-    query once (as token states) and the documents; the head forms every pair.
-    """
-    if interaction == "cross_attention":
-        instructions, queries, _, _ = batch_pairs(batch)
-        return {
-            "instructions": (instructions, "query"),
-            "query_tokens": (queries, "query"),
-            "documents": (batch.doc_texts, "document"),
-        }
-    groups: TextGroups = {
-        "queries": (batch.query_texts, "query"),
-        "documents": (batch.doc_texts, "document"),
-    }
-    if isinstance(loss_fn, InfEmbedLoss) and loss_fn.needs_cross:
-        groups["cross"] = (batch.cross_query_texts(), "query")
-    return groups
+def text_groups(batch: Batch, loss_fn: Objective, interaction: str = "concat") -> TextGroups:
+    """What has to be encoded for ``batch``: the groups ``loss_fn`` needs, as the model's
+    ``interaction`` forms them (`dualview.train.query_encoding`)."""
+    return query_encoding(interaction).text_groups(batch, loss_fn.needs)
 
 
 def _state_mask(model: BiEncoder, share: _Share, device: torch.device) -> torch.Tensor:
@@ -124,41 +98,19 @@ def _state_mask(model: BiEncoder, share: _Share, device: torch.device) -> torch.
     return inputs["attention_mask"].to(device)
 
 
-def query_embeddings(
+def objective_loss(
     model: BiEncoder,
-    loss_fn: nn.Module,
-    embeddings: dict[str, torch.Tensor],
+    loss_fn: Objective,
+    encoding: QueryEncoding,
+    encoded: dict[str, torch.Tensor],
     batch: Batch,
     shares: dict[str, _Share],
-) -> dict[str, torch.Tensor]:
-    """Replace token-state groups by the head's query vectors ``queries`` (and ``cross``)."""
-    if "instructions" not in embeddings:
-        return embeddings
-    out = {k: v for k, v in embeddings.items() if k not in STATE_GROUPS}
-    device = embeddings["documents"].device
-    _, _, inst_idx, query_idx = batch_pairs(batch)
-    inst_idx, query_idx = inst_idx.to(device), query_idx.to(device)
-    inst = (embeddings["instructions"], _state_mask(model, shares["instructions"], device))
-    queries = (embeddings["query_tokens"], _state_mask(model, shares["query_tokens"], device))
-    out["queries"] = model.finish(model.head.pairs(inst, queries, inst_idx, query_idx))
-    if isinstance(loss_fn, InfEmbedLoss) and loss_fn.needs_cross:
-        n = len(batch.records)  # row-major [i, j] = query of i with the instruction of j
-        pairs = model.head.pairs(inst, queries, inst_idx.repeat(n), query_idx.repeat_interleave(n))
-        out["cross"] = model.finish(pairs)
-    return out
-
-
-def batch_loss(loss_fn: nn.Module, embeddings: dict[str, torch.Tensor], batch: Batch):
-    """The objective on gathered embeddings."""
-    relations = batch.relations.to(embeddings["queries"].device)
-    if isinstance(loss_fn, RelationInfoNCE):
-        return loss_fn(embeddings["queries"], embeddings["documents"], relations)
-    cross = embeddings.get("cross")
-    if cross is not None:
-        n = len(batch.records)
-        cross = cross.view(n, n, -1)
-    target = batch.first_positive.to(relations.device)
-    return loss_fn(embeddings["queries"], embeddings["documents"], relations, target, cross)
+) -> torch.Tensor:
+    """The objective on the gathered encodings (turned into its groups by ``encoding``)."""
+    device = encoded["documents"].device
+    masks = {name: _state_mask(model, shares[name], device) for name in encoding.state_groups}
+    embeddings = encoding.embeddings(model, encoded, masks, batch, loss_fn.needs)
+    return loss_fn.batch_loss(embeddings, batch)
 
 
 @dataclass(frozen=True)
@@ -203,7 +155,11 @@ class _Share:
 
 
 def _shares(
-    model: BiEncoder, batch: Batch, groups: TextGroups, chunking: Chunking | None
+    model: BiEncoder,
+    batch: Batch,
+    groups: TextGroups,
+    chunking: Chunking | None,
+    state_groups: tuple[str, ...] = (),
 ) -> dict[str, _Share]:
     rank, size = world()
     shares = {}
@@ -216,7 +172,7 @@ def _shares(
             local = plan_chunks(tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens)
             chunks = [[lo + i for i in chunk] for chunk in local]
         width = None
-        if name in STATE_GROUPS:
+        if name in state_groups:
             longest = int(tokens.lengths.max()) if len(tokens) else 0
             width = padded_width(longest, model.max_length(kind))
         shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks, width)
@@ -302,7 +258,7 @@ def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
 
 def contrastive_step(
     model: BiEncoder,
-    loss_fn: nn.Module,
+    loss_fn: Objective,
     batch: Batch,
     scale: float = 1.0,
     chunk_size: int | Chunking | None = None,
@@ -316,35 +272,34 @@ def contrastive_step(
     come from ``batch.tokens`` when the loader tokenized the batch, else are made here.
     """
     chunking = Chunking(max_items=chunk_size) if isinstance(chunk_size, int) else chunk_size
-    groups = text_groups(batch, loss_fn, model.config.interaction)
-    shares = _shares(model, batch, groups, chunking)
+    encoding = query_encoding(model.config.interaction)
+    groups = encoding.text_groups(batch, loss_fn.needs)
+    shares = _shares(model, batch, groups, chunking, encoding.state_groups)
     if chunking is None:
         with autocast():
-            embeddings = {
+            encoded = {
                 name: _gather(_encode_share(model, share, grad=True), share.total)
                 for name, share in shares.items()
             }
-            embeddings = query_embeddings(model, loss_fn, embeddings, batch, shares)
-            loss = batch_loss(loss_fn, embeddings, batch)
+            loss = objective_loss(model, loss_fn, encoding, encoded, batch, shares)
         backward(loss * scale)
     else:
-        loss = _gradcache_step(model, loss_fn, batch, shares, scale, autocast, backward)
+        loss = _gradcache_step(model, loss_fn, encoding, batch, shares, scale, autocast, backward)
     return _stats(model, loss, batch, shares, chunking is not None)
 
 
-def _gradcache_step(model, loss_fn, batch, shares, scale, autocast, backward):
+def _gradcache_step(model, loss_fn, encoding, batch, shares, scale, autocast, backward):
     states: dict[str, list] = {}
     cached: dict[str, torch.Tensor] = {}
-    embeddings: dict[str, torch.Tensor] = {}
+    encoded: dict[str, torch.Tensor] = {}
     for name, share in shares.items():
         states[name] = []
         with autocast():
             local = _encode_share(model, share, grad=False, states=states[name]).detach()
         cached[name] = local.requires_grad_(True)
-        embeddings[name] = _gather(cached[name], share.total)
+        encoded[name] = _gather(cached[name], share.total)
     with autocast():
-        embeddings = query_embeddings(model, loss_fn, embeddings, batch, shares)
-        loss = batch_loss(loss_fn, embeddings, batch)
+        loss = objective_loss(model, loss_fn, encoding, encoded, batch, shares)
     backward(loss * scale)
     for name, share in shares.items():
         grad = cached[name].grad

@@ -31,11 +31,13 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import get_scheduler
 
-from dualview.data.jsonl import AppendJsonlWriter, atomic_write_text, repair_torn_tail
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
+from dualview.io.append import AppendJsonlWriter, repair_torn_tail
+from dualview.io.atomic import atomic_write_text
 from dualview.lock import folder_lock
+from dualview.models.bi_encoder import BiEncoder
 from dualview.perf import (
     ModelShape,
     ThroughputMeter,
@@ -48,23 +50,15 @@ from dualview.perf import (
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
 from dualview.train.batching import Batch, BatchStream, DataPosition
-from dualview.train.config import LossConfig, OptimConfig, TrainConfig
+from dualview.train.config import OptimConfig, TrainConfig
 from dualview.train.launch import check_launch
 from dualview.train.loader import BatchTokenizer, prepared_batches
-from dualview.train.losses import InfEmbedLoss, RelationInfoNCE
 from dualview.train.memory import auto_token_budget
-from dualview.train.model import BiEncoder
+from dualview.train.objectives import build_objective
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 
 LOG_FILE = "train_log.jsonl"
 MODEL_DIR = "model"
-
-
-def build_loss(config: LossConfig) -> nn.Module:
-    """The configured objective as a module."""
-    if config.objective == "infonce":
-        return RelationInfoNCE(config.temperature, config.in_batch_negatives)
-    return InfEmbedLoss(config.inf_sets, config.objective == "inf_multivariate", config.temperature)
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
@@ -155,7 +149,7 @@ class Trainer:
         self.shape = ModelShape.of(self.model.backbone)
         if config.compile:
             self.model.backbone.compile(dynamic=True)
-        self.loss_fn = build_loss(config.loss)
+        self.loss_fn = build_objective(config.loss)
         self.stream = BatchStream(
             records,
             batch_size=config.batch_size,

@@ -15,6 +15,7 @@ from dualview.data import jsonl
 from dualview.data.formats import beir, infir, parquet, promptriever, st, tevatron
 from dualview.data.schema import Record
 from dualview.errors import DualviewError
+from dualview.io.atomic import write_jsonl
 
 Reader = Callable[..., Iterator[Record]]
 Writer = Callable[..., int]
@@ -25,7 +26,7 @@ def _read_native(path: str | Path, **options: Any) -> Iterator[Record]:
 
 
 def _write_native(records: Iterable[Record], path: str | Path) -> int:
-    return jsonl.write_jsonl(path, records)
+    return write_jsonl(path, records)
 
 
 READERS: dict[str, Reader] = {

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dualview.data.formats.common import build_record, passage_to_document
-from dualview.data.jsonl import decode_text, iter_binary_lines, iter_json_lines
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
+from dualview.io.files import decode_text, iter_binary_lines, iter_json_lines
 
 
 @dataclass

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dualview.data.formats.common import build_record, map_rows
-from dualview.data.jsonl import atomic_path
 from dualview.data.schema import Record
+from dualview.io.atomic import atomic_path
 
 _DOC = pa.struct([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 SCHEMA = pa.schema(

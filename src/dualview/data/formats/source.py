@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dualview.data.jsonl import iter_json_lines
 from dualview.errors import DualviewError
+from dualview.io.files import iter_json_lines
 
 HF_PREFIX = "hf://"
 BATCH_ROWS = 1000

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.formats.common import build_record, map_rows, query_text, require_str
-from dualview.data.jsonl import write_jsonl
 from dualview.data.schema import Document, Record
+from dualview.io.atomic import write_jsonl
 
 
 def to_row(record: Record, max_negatives: int | None = None) -> dict[str, str]:

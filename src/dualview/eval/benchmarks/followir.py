@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from dualview.data.formats.beir import load_corpus, load_qrels
-from dualview.data.jsonl import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
@@ -36,6 +35,7 @@ from dualview.eval.benchmarks.base import (
     rerank,
 )
 from dualview.eval.metrics import ir_metrics, p_mrr
+from dualview.io.files import iter_json_lines
 
 HUB_SETS = {
     "robust04": "jhu-clsp/robust04-instructions",

@@ -25,7 +25,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from dualview.data.formats.beir import load_corpus, load_qrels
-from dualview.data.jsonl import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
@@ -39,6 +38,7 @@ from dualview.eval.benchmarks.base import (
 )
 from dualview.eval.benchmarks.followir import changed_documents
 from dualview.eval.metrics import ir_metrics, p_mrr
+from dualview.io.files import iter_json_lines
 
 DIMENSIONS = ("Audience", "Clarity", "Format", "Language", "Length", "Source")
 ALIASES = {"clarity": "keyword"}

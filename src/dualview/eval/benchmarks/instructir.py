@@ -21,7 +21,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from dualview.data.formats.beir import load_corpus, load_qrels
-from dualview.data.jsonl import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
@@ -33,6 +32,7 @@ from dualview.eval.benchmarks.base import (
     retrieve,
 )
 from dualview.eval.metrics import MetricResult, ir_metrics
+from dualview.io.files import iter_json_lines
 
 UPSTREAM_TEMPLATE = "{instruction} {query}"
 TOP_K = 100

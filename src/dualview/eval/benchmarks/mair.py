@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dualview.data.jsonl import iter_json_lines
 from dualview.data.schema import Document
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
@@ -33,6 +32,7 @@ from dualview.eval.benchmarks.base import (
     retrieve,
 )
 from dualview.eval.metrics import ir_metrics
+from dualview.io.files import iter_json_lines
 from dualview.resources import cache_dir
 
 #: MAIR's upstream query text: the instruction first

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.formats.beir import load_corpus
-from dualview.data.jsonl import iter_json_lines
 from dualview.errors import DataError
 from dualview.eval.benchmarks.base import (
     Benchmark,
@@ -48,6 +47,7 @@ from dualview.eval.benchmarks.base import (
     retrieve,
 )
 from dualview.eval.metrics import MetricResult, ir_metrics, p_mrr, pairwise_accuracy
+from dualview.io.files import iter_json_lines
 
 TOP_K = 1000
 SIDES = ("a", "b")

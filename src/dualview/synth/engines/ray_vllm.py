@@ -12,14 +12,15 @@ the two in rounds:
    ``build_processor(vLLMEngineProcessorConfig(...))`` runs it on the cluster's GPUs, with
    ``ray_vllm_replicas`` engines and row-level sampling parameters. Answers come back by
    request index and wake their tasks.
-3. A task that finishes has its outcome cached at once, exactly as in the local runner.
+3. A task that finishes has its outcome cached at once, exactly as in the local engine.
    Its next prompt, if any, waits for the next round.
 
-Parsing, retries, replay of older answers and the output (step 3 of `dualview.synth.runner`)
-are the local runner's own. So a killed job reruns only its unfinished units. The cache key
-names the model as ``vllm:MODEL``, as the in-process `vllm` backend does, so the two share a
-cache. ``vllm`` and ``ray[data]`` must be importable on the GPU workers; the guarded imports
-say what to install when they are not.
+Parsing, retries and replay of older answers (`dualview.synth.engine.UnitSolver`), the skip
+of cached and repeated units (`dualview.synth.engine.pending_units`) and the output (step 3
+of `dualview.synth.runner`) are shared with the other engines. So a killed job reruns only
+its unfinished units. The cache key names the model as ``vllm:MODEL``, as the in-process
+`vllm` backend does, so the two share a cache. ``vllm`` and ``ray[data]`` must be importable
+on the GPU workers; the guarded imports say what to install when they are not.
 """
 
 from __future__ import annotations
@@ -27,22 +28,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from dualview.data.schema import Record
 from dualview.errors import ConfigError
-from dualview.progress import make_progress
 from dualview.synth.backends.base import (
     BackendConfig,
     Completion,
     Message,
     SamplingParams,
 )
-from dualview.synth.cache import ResultCache
-from dualview.synth.ray_engine import import_ray, join_ray
-from dualview.synth.runner import Runner, RunnerConfig, Tally, UnitSource
-from dualview.synth.task import Outcome, Task
+from dualview.synth.backends.vllm_offline import import_vllm
+from dualview.synth.engine import Pending, Results, RunnerConfig, UnitSolver
+from dualview.synth.engines.ray import import_ray, join_ray
+from dualview.synth.task import Task
 
 # A processor: a Ray Dataset of requests (columns i, messages, sampling) to one of answers
 # (columns i, text, tokens_in, tokens_out).
@@ -101,8 +100,6 @@ def answer_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def build_vllm_processor(backend: BackendConfig, config: RunnerConfig) -> Processor:
     """Ray Data LLM's vLLM processor for ``backend.model`` (GPU workers with ``vllm``)."""
-    from dualview.synth.backends.vllm_offline import import_vllm
-
     try:
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
     except ImportError:
@@ -119,75 +116,56 @@ def build_vllm_processor(backend: BackendConfig, config: RunnerConfig) -> Proces
     return build_processor(processor_config, preprocess=request_row, postprocess=answer_row)
 
 
-class RayVLLMRunner(Runner):
-    """A `Runner` whose prompts are answered in rounds by Ray Data LLM's vLLM processor."""
+class RayVLLMEngine:
+    """Answers the pending units' prompts in rounds with Ray Data LLM's vLLM processor."""
+
+    label = " (vllm)"
 
     def __init__(
         self,
-        task: Task,
-        backend_config: BackendConfig,
-        params: SamplingParams,
+        backend: BackendConfig,
         config: RunnerConfig,
+        *,
         processor: Processor | None = None,
     ) -> None:
+        """``processor``: a stand-in for the vLLM processor (tests); default: built from
+        ``backend`` and ``config``."""
         if config.requests_per_minute or config.tokens_per_minute:
             raise ConfigError(
                 "rate limits apply to API endpoints; the vLLM processor runs on your own GPUs "
                 "(drop requests_per_minute / tokens_per_minute)"
             )
         self.ray = import_ray()
-        self.round_backend = RoundBackend(backend_config.model)
-        super().__init__(task, self.round_backend, params, config)
-        self.processor = processor or build_vllm_processor(backend_config, config)
+        self.backend = RoundBackend(backend.model)
+        self.config = config
+        self.processor = processor or build_vllm_processor(backend, config)
         self.rounds = 0
 
-    async def _execute(
-        self,
-        units: UnitSource,
-        lo: int,
-        hi: int,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
+    async def answer(
+        self, task: Task, params: SamplingParams, pending: Iterator[Pending], results: Results
     ) -> None:
         join_ray(self.ray, self.config.ray_address)
-        with make_progress() as progress:
-            bar = progress.add_task(f"{self.task.name} (vllm)", total=hi - lo, status="")
-            window: dict[str, list[Record]] = {}
-            for key, unit in self._keyed(units, lo, hi):
-                if key in cache:
-                    tally.add(cache.status(key), False)
-                elif key not in window:  # the same unit twice: its result serves both
-                    window[key] = unit
-                    if len(window) < self.config.ray_vllm_window:
-                        continue
-                    await self._window(window, cache, errors, tally)
-                    window = {}
-                progress.update(bar, completed=sum(tally.counts.values()), status=tally.text())
-            if window:
-                await self._window(window, cache, errors, tally)
-            progress.update(bar, completed=sum(tally.counts.values()), status=tally.text())
+        solver = UnitSolver(task, self.backend, params)
+        window: list[Pending] = []
+        for item in pending:
+            window.append(item)
+            if len(window) >= self.config.ray_vllm_window:
+                await self._window(solver, window, results)
+                window = []
+        if window:
+            await self._window(solver, window, results)
 
-    async def _window(
-        self,
-        window: dict[str, list[Record]],
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
-    ) -> None:
+    async def _window(self, solver: UnitSolver, window: list[Pending], results: Results) -> None:
         """Run the tasks of ``window`` to the end, one round of prompts at a time."""
-        runs = {
-            asyncio.create_task(self._one(unit, self._earlier_outcome(cache, unit))): key
-            for key, unit in window.items()
-        }
+        runs = {asyncio.create_task(solver.solve(p.unit, p.earlier)): p for p in window}
         try:
             while runs:
                 await self._settle(runs)
                 finished = [r for r in runs if r.done()]
                 for run in finished:
-                    key = runs.pop(run)
-                    self._store(key, window[key][0].id, run.result(), cache, errors, tally)
-                parked = self.round_backend.take()
+                    item = runs.pop(run)
+                    results.store(item.key, item.unit[0].id, run.result())
+                parked = self.backend.take()
                 if parked:
                     self._answer(parked)
                 elif runs and not finished:  # nothing to answer and nothing moved: a bug
@@ -197,12 +175,12 @@ class RayVLLMRunner(Runner):
                 run.cancel()
             await asyncio.gather(*runs, return_exceptions=True)
 
-    async def _settle(self, runs: dict[asyncio.Task, str]) -> None:
+    async def _settle(self, runs: dict[asyncio.Task, Pending]) -> None:
         """Return when every run waits for an answer or is done."""
         quiet, seen = 0, None
         while quiet < _SETTLED_TURNS:
             await asyncio.sleep(0)
-            state = (len(self.round_backend.parked), sum(r.done() for r in runs))
+            state = (len(self.backend.parked), sum(r.done() for r in runs))
             quiet = quiet + 1 if state == seen else 0
             seen = state
 

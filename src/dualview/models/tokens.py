@@ -104,3 +104,17 @@ def plan_chunks(
     if current:
         chunks.append(current)
     return chunks
+
+
+def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTexts:
+    """Token ids of ``texts`` (special tokens added, truncated to ``max_length``), unpadded."""
+    if not texts:
+        return TokenizedTexts.from_lists([])
+    encoded = tokenizer(
+        texts,
+        truncation=True,
+        max_length=max_length,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    return TokenizedTexts.from_lists(encoded["input_ids"])

@@ -7,8 +7,10 @@ in evaluation (`dualview.retrieval.text.doc_text`, used by the batching).
 
 `BiEncoder.save` writes a sentence-transformers folder (Transformer -> Pooling ->
 Normalize, per-task lengths, empty prompts because the instruction is already in the text)
-plus ``dualview_train.yaml`` (our config) and ``data_manifest.json`` (the mix manifest), so
-``SentenceTransformer(path).encode_query(query_text(record))`` reproduces our embeddings.
+plus what `dualview.models.saved` names (``dualview_model.json``, ``dualview_train.yaml``,
+``data_manifest.json``), so ``SentenceTransformer(path).encode_query(query_text(record))``
+reproduces our embeddings. The model card (``README.md``) is not written here: whoever saves
+a model for a user (the CLI, the pipeline) writes it, with `dualview.hub.model_card`.
 """
 
 from __future__ import annotations
@@ -24,57 +26,24 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
-from dualview.data.atomic_folder import atomic_dir
 from dualview.data.formats.common import query_text
-from dualview.data.jsonl import atomic_copy, atomic_write_text
 from dualview.data.schema import Record
+from dualview.io.atomic import atomic_copy, atomic_write_text
+from dualview.io.folder import atomic_dir
+from dualview.models.config import ModelConfig
+from dualview.models.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
+from dualview.models.interaction import InstructionQueryAttention
+from dualview.models.pooling import ST_POOLING, pool
+from dualview.models.saved import MODEL_INFO_FILE, TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
+from dualview.models.tokens import TokenizedTexts, tokenize_texts
 from dualview.resources import resolve_model_path
-from dualview.train.config import ModelConfig
-from dualview.train.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
-from dualview.train.tokens import TokenizedTexts
 
 TextKind = Literal["query", "document"]
-# Our pooling names -> sentence-transformers' pooling_mode.
-ST_POOLING = {"cls": "cls", "mean": "mean", "last_token": "lasttoken"}
-MODEL_INFO_FILE = "dualview_model.json"
 
 
 def record_query_text(record: Record, template: str) -> str:
     """The text a query is encoded from: query + instruction through ``template``."""
     return query_text(record, template)
-
-
-def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTexts:
-    """Token ids of ``texts`` (special tokens added, truncated to ``max_length``), unpadded."""
-    if not texts:
-        return TokenizedTexts.from_lists([])
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=max_length,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    return TokenizedTexts.from_lists(encoded["input_ids"])
-
-
-def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """Pool token states ``hidden`` [B, T, H] under attention ``mask`` [B, T] to [B, H].
-
-    - ``cls``: the first token;
-    - ``mean``: average of the unmasked tokens;
-    - ``last_token``: the last unmasked token (works for left and right padding).
-    """
-    if mode == "cls":
-        return hidden[:, 0]
-    if mode == "mean":
-        weights = mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-    if mode == "last_token":
-        positions = torch.arange(mask.shape[1], device=mask.device)
-        last = (mask.long() * positions).argmax(dim=1)
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-    raise ValueError(f"unknown pooling {mode!r}")
 
 
 class BiEncoder(nn.Module):
@@ -95,8 +64,6 @@ class BiEncoder(nn.Module):
             self.backbone = add_lora(self.backbone, config.lora)
         self.head = None  # InF-Embed Interaction II (cross-attention), else concatenation
         if config.interaction == "cross_attention":
-            from dualview.train.interaction import InstructionQueryAttention
-
             self.head = InstructionQueryAttention(self.dim, config.pooling)
 
     def replicated_parameters(self) -> list[nn.Parameter]:
@@ -112,7 +79,7 @@ class BiEncoder(nn.Module):
         return cfg.query_max_length if kind == "query" else cfg.document_max_length
 
     def tokenize_ids(self, texts: list[str], kind: TextKind) -> TokenizedTexts:
-        """Unpadded, truncated token ids of ``texts`` (see `dualview.train.tokens`)."""
+        """Unpadded, truncated token ids of ``texts`` (see `dualview.models.tokens`)."""
         return tokenize_texts(self.tokenizer, texts, self.max_length(kind))
 
     def pad(
@@ -215,9 +182,6 @@ class BiEncoder(nn.Module):
             info["interaction"] = "cross_attention"
         atomic_write_text(out / MODEL_INFO_FILE, json.dumps(info, indent=2))
         if train_config_yaml is not None:
-            atomic_write_text(out / "dualview_train.yaml", train_config_yaml)
+            atomic_write_text(out / TRAIN_CONFIG_FILE, train_config_yaml)
         if manifest is not None and manifest.exists():
-            atomic_copy(manifest, out / "data_manifest.json")
-        from dualview.hub.model_card import write_model_card
-
-        write_model_card(out)  # replaces sentence-transformers' generic README.md
+            atomic_copy(manifest, out / TRAIN_MANIFEST_FILE)

@@ -42,11 +42,12 @@ from dualview import __version__
 from dualview.config import StrictModel
 from dualview.data.formats.beir import load_corpus
 from dualview.data.formats.common import query_text
-from dualview.data.jsonl import AtomicJsonlWriter, iter_records
+from dualview.data.jsonl import iter_records
 from dualview.data.manifest import file_sha256, read_manifest, source_entry, write_manifest
 from dualview.data.negatives import KnownPositives, NegativeConfig, SelectionStats, select_negatives
 from dualview.data.schema import Document, Record, content_id
 from dualview.errors import DataError
+from dualview.io.atomic import AtomicJsonlWriter
 from dualview.retrieval.text import doc_text
 
 

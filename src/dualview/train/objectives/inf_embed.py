@@ -1,64 +1,22 @@
-"""Contrastive objectives: relation-matrix InfoNCE and the InF-Embed objectives.
-
-All scores are ``s(x, y) = <x, y> / tau`` over (normally L2-normalised) embeddings.
-"""
+"""InF-Embed's objectives over (instruction, query, passage) with marginal negatives
+(``loss.objective: inf_univariate`` or ``inf_multivariate``, sets in ``loss.inf_sets``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
+
+from dualview.train.objectives.base import Objective, register_objective
+from dualview.train.objectives.infonce import contrast, full_precision
+
+if TYPE_CHECKING:
+    from dualview.train.batching import Batch
+    from dualview.train.config import LossConfig
 
 
-def _full(x: torch.Tensor) -> torch.Tensor:
-    """At least float32 (half-precision embeddings are scored in float32)."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
-
-
-def _contrast(positive: torch.Tensor, negatives: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Per-row ``-s_pos + log(exp(s_pos) + sum exp(negatives))``; masked entries are -inf."""
-    logits = torch.cat([positive.unsqueeze(1), *negatives], dim=1)
-    return torch.logsumexp(logits, dim=1) - positive
-
-
-class RelationInfoNCE(nn.Module):
-    r"""InfoNCE over a relation matrix.
-
-    Inputs: query embeddings ``q`` [Q, H], document embeddings ``d`` [D, H] (the batch's
-    de-duplicated documents) and relations ``R`` [Q, D] with 1 = positive, -1 = labelled
-    negative, 0 = unlabelled. With :math:`s_{qd} = \langle q, d \rangle / \tau` and the
-    negative set :math:`N_q = \{d : R_{qd} = -1\}` (plus :math:`\{d : R_{qd} = 0\}` when
-    ``in_batch_negatives``), each positive pair (q, p) contributes
-
-    .. math:: \ell_{qp} = -s_{qp} + \log\Big(e^{s_{qp}} + \sum_{n \in N_q} e^{s_{qn}}\Big)
-
-    (other positives of q are neither in the numerator nor the denominator). The loss is
-    :math:`\frac{1}{|Q^+|}\sum_{q \in Q^+} \frac{1}{|P_q|}\sum_{p \in P_q} \ell_{qp}`, the mean
-    over queries that have a positive of the mean over their positives.
-    """
-
-    def __init__(self, temperature: float = 0.02, in_batch_negatives: bool = False) -> None:
-        super().__init__()
-        self.temperature = temperature
-        self.in_batch_negatives = in_batch_negatives
-
-    def forward(self, q: torch.Tensor, d: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
-        scores = (_full(q) @ _full(d).T) / self.temperature
-        negative = relations == -1
-        if self.in_batch_negatives:
-            negative = negative | (relations == 0)
-        negative_logits = scores.masked_fill(~negative, float("-inf"))
-        rows, cols = torch.nonzero(relations == 1, as_tuple=True)
-        if rows.numel() == 0:
-            return scores.sum() * 0.0
-        pair_loss = _contrast(scores[rows, cols], [negative_logits[rows]])
-        positives_per_row = (relations == 1).sum(1).clamp(min=1).to(pair_loss.dtype)
-        weights = 1.0 / positives_per_row[rows]
-        return (pair_loss * weights).sum() / (relations == 1).any(1).sum()
-
-
-class InfEmbedLoss(nn.Module):
+class InfEmbedLoss(Objective):
     r"""InF-Embed objectives over (instruction, query, passage) with marginal negatives.
 
     For record i of the batch: passage :math:`p_i` (its first positive, column ``target[i]``
@@ -95,6 +53,10 @@ class InfEmbedLoss(nn.Module):
     def needs_cross(self) -> bool:
         return "I" in self.sets
 
+    @property
+    def needs(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({"queries", "documents", *(("cross",) if self.needs_cross else ())})
+
     def marginal_logits(
         self,
         iq: torch.Tensor,
@@ -105,7 +67,7 @@ class InfEmbedLoss(nn.Module):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The positive scores [B] and each set's masked negative logits [B, K]."""
         tau = self.temperature
-        iq, d = _full(iq), _full(d)
+        iq, d = full_precision(iq), full_precision(d)
         batch = torch.arange(iq.shape[0], device=iq.device)
         passages = d[target]
         positive = (iq * passages).sum(-1) / tau
@@ -117,7 +79,7 @@ class InfEmbedLoss(nn.Module):
         if "I" in self.sets:
             if cross is None:
                 raise ValueError("the I set needs the cross embeddings iq(j, i)")
-            scores = torch.einsum("ijh,ih->ij", _full(cross), passages) / tau
+            scores = torch.einsum("ijh,ih->ij", full_precision(cross), passages) / tau
             logits["I"] = scores.masked_fill(~off_diagonal, float("-inf"))
         if "IQ" in self.sets:
             scores = passages @ iq.T / tau  # [i, k] = s(p_i, iq(k, k))
@@ -137,5 +99,26 @@ class InfEmbedLoss(nn.Module):
     ) -> torch.Tensor:
         positive, logits = self.marginal_logits(iq, d, relations, target, cross)
         if self.multivariate:
-            return _contrast(positive, [logits[s] for s in self.sets]).mean()
-        return sum(_contrast(positive, [logits[s]]).mean() for s in self.sets)
+            return contrast(positive, [logits[s] for s in self.sets]).mean()
+        return sum(contrast(positive, [logits[s]]).mean() for s in self.sets)
+
+    def batch_loss(self, embeddings: Mapping[str, torch.Tensor], batch: Batch) -> torch.Tensor:
+        queries = embeddings["queries"]
+        relations = batch.relations.to(queries.device)
+        cross = embeddings.get("cross")
+        if cross is not None:
+            n = len(batch.records)
+            cross = cross.view(n, n, -1)
+        target = batch.first_positive.to(queries.device)
+        return self(queries, embeddings["documents"], relations, target, cross)
+
+
+def _inf_embed(multivariate: bool):
+    def build(config: LossConfig) -> InfEmbedLoss:
+        return InfEmbedLoss(config.inf_sets, multivariate, config.temperature)
+
+    return build
+
+
+register_objective("inf_univariate", _inf_embed(multivariate=False))
+register_objective("inf_multivariate", _inf_embed(multivariate=True))

@@ -38,8 +38,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dualview.data.jsonl import atomic_write_text
-from dualview.train.model import pool
+from dualview.io.atomic import atomic_write_text
+from dualview.models.pooling import pool
 
 #: Sub-folder of a saved model that holds the head (config + weights).
 HEAD_DIR = "interaction"

@@ -27,7 +27,7 @@ from pathlib import Path
 from torch import nn
 
 from dualview.errors import ConfigError
-from dualview.train.config import LoraSettings, ModelConfig
+from dualview.models.config import LoraSettings, ModelConfig
 
 ADAPTER_DIR = "lora_adapter"
 

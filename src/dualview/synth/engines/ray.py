@@ -1,17 +1,17 @@
-"""Ray Data as another executor of a synthesis run (``runner.engine: ray``, ``--engine ray``).
+"""Ray Data as the engine of a synthesis run (``runner.engine: ray``, ``--engine ray``).
 
 Only step 2 of a run (see `dualview.synth.runner`) changes: the units not yet in the
 cache become a Ray Dataset, and ``map_batches`` sends each batch to a Ray task that runs the
 same `dualview.synth.task.Task` (same templates, parsers, retries and replay of older
-answers, via `Runner._one`) against a backend built on the worker from the job's
-`BackendConfig` (one endpoint, a pool of endpoints, or any other backend kind). The
-driver alone appends results to the content-addressed cache, so:
+answers, via `dualview.synth.engine.UnitSolver`) against a backend built on the worker from
+the job's `BackendConfig` (one endpoint, a pool of endpoints, or any other backend kind).
+The driver alone appends results to the content-addressed cache, so:
 
 * a Ray worker killed mid-batch only makes Ray rerun that batch; a result that arrives twice
   is written once (its key is already in the cache);
 * a killed driver loses only the batches in flight; rerunning skips every cached unit;
-* step 3 (output in input order, dropped file, stats) is the local runner's own, so the
-  output is byte-identical to a local run for the same answers.
+* step 3 (output in input order, dropped file, stats) is the runner's own, so the output is
+  byte-identical to a local run for the same answers.
 
 Rate limits (``requests_per_minute``/``tokens_per_minute``) apply per Ray task, not to the
 cluster as a whole. ``ray`` is the optional extra ``dualview[ray]``.
@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from dualview.data.schema import Record
 from dualview.errors import ConfigError, DualviewError
-from dualview.progress import make_progress
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
-from dualview.synth.cache import ResultCache
-from dualview.synth.runner import Runner, RunnerConfig, Tally, UnitSource
+from dualview.synth.engine import Pending, Results, RunnerConfig, UnitSolver, limits_of
 from dualview.synth.task import Outcome, Task
 
 
@@ -57,27 +56,27 @@ def run_batch(
     backend_config: BackendConfig,
     params: SamplingParams,
     config: RunnerConfig,
-    replay: bool,
 ) -> dict[str, list[str]]:
     """One Ray task: every unit of ``batch`` through the task, concurrently; returns the
     outcomes as JSON (``earlier`` holds a unit's result under an older parser, if any)."""
 
     async def go() -> list[Outcome]:
         try:
-            return list(await asyncio.gather(*(one(runner, i) for i in range(len(keys)))))
+            return list(await asyncio.gather(*(one(i) for i in range(len(keys)))))
         finally:
-            await runner.backend.aclose()
+            await backend.aclose()
 
-    async def one(runner: Runner, i: int) -> Outcome:
+    async def one(i: int) -> Outcome:
         unit = [Record.model_validate(r) for r in json.loads(str(batch["unit"][i]))]
-        earlier_json = str(batch["earlier"][i]) if replay else ""
+        earlier_json = str(batch["earlier"][i])
         earlier = Outcome.from_json(json.loads(earlier_json)) if earlier_json else None
-        return await runner._one(unit, earlier)
+        return await solver.solve(unit, earlier)
 
     keys = [str(k) for k in batch["key"]]
-    runner = Runner(task, build_backend(backend_config), params, config)
+    backend = build_backend(backend_config)
+    solver = UnitSolver(task, backend, params, limits_of(config))
     outcomes = asyncio.run(go())
-    pool = getattr(runner.backend, "endpoints", None)
+    pool = getattr(backend, "endpoints", None)
     used = json.dumps([[e.requests, e.ok, e.failed, e.trips, e.latency_sum] for e in pool or []])
     return {
         "key": keys,
@@ -87,50 +86,33 @@ def run_batch(
     }
 
 
-class RayRunner(Runner):
-    """A `Runner` whose uncached units are answered by Ray Data ``map_batches``."""
+def _row(item: Pending) -> dict[str, str]:
+    """A pending unit as a Ray Dataset row (JSON columns)."""
+    return {
+        "key": item.key,
+        "id": item.unit[0].id,
+        "unit": json.dumps([r.to_json_dict() for r in item.unit]),
+        "earlier": json.dumps(item.earlier.to_json()) if item.earlier else "",
+    }
 
-    def __init__(
-        self,
-        task: Task,
-        backend_config: BackendConfig,
-        params: SamplingParams,
-        config: RunnerConfig,
-    ) -> None:
+
+class RayEngine:
+    """Answers the pending units with Ray Data ``map_batches`` (see module docstring)."""
+
+    label = " (ray)"
+
+    def __init__(self, backend: BackendConfig, config: RunnerConfig) -> None:
         self.ray = import_ray()
-        super().__init__(task, build_backend(backend_config), params, config)
-        self.backend_config = backend_config
+        self.backend_config = backend
+        self.backend = build_backend(backend)  # on the driver: identity, endpoint counters
+        self.config = config
 
-    def _pending(
-        self, units: UnitSource, lo: int, hi: int, cache: ResultCache, tally: Tally
-    ) -> list[dict[str, str]]:
-        rows: dict[str, dict[str, str]] = {}
-        for key, unit in self._keyed(units, lo, hi):
-            if key in cache:
-                tally.add(cache.status(key), False)
-                continue
-            if key not in rows:  # the same unit twice: its result serves both
-                earlier = self._earlier_outcome(cache, unit)
-                rows[key] = {
-                    "key": key,
-                    "id": unit[0].id,
-                    "unit": json.dumps([r.to_json_dict() for r in unit]),
-                    "earlier": json.dumps(earlier.to_json()) if earlier else "",
-                }
-        return list(rows.values())
-
-    async def _execute(
-        self,
-        units: UnitSource,
-        lo: int,
-        hi: int,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
+    async def answer(
+        self, task: Task, params: SamplingParams, pending: Iterator[Pending], results: Results
     ) -> None:
         ray = self.ray
         join_ray(ray, self.config.ray_address)
-        rows = self._pending(units, lo, hi, cache, tally)
+        rows = [_row(item) for item in pending]
         if not rows:
             return
         batch = max(1, min(self.config.concurrency, self.config.ray_batch_size))
@@ -140,25 +122,22 @@ class RayRunner(Runner):
             batch_size=batch,
             batch_format="numpy",
             fn_kwargs={
-                "task": self.task,
+                "task": task,
                 "backend_config": self.backend_config,
-                "params": self.params,
+                "params": params,
                 "config": self.config,
-                "replay": bool(self.replay_fingerprints),
             },
         )
-        with make_progress() as progress:
-            bar = progress.add_task(f"{self.task.name} (ray)", total=len(rows), status="")
-            try:
-                for result in answered.iter_batches(batch_size=None, batch_format="numpy"):
-                    self._count_endpoints(result["endpoints"])
-                    for key, unit_id, text in zip(
-                        result["key"], result["id"], result["outcome"], strict=True
-                    ):
-                        self._record(str(key), str(unit_id), str(text), cache, errors, tally)
-                        progress.update(bar, advance=1, status=tally.text())
-            except Exception as exc:
-                raise _unwrap(exc) from None
+        try:
+            for result in answered.iter_batches(batch_size=None, batch_format="numpy"):
+                self._count_endpoints(result["endpoints"])
+                for key, unit_id, text in zip(
+                    result["key"], result["id"], result["outcome"], strict=True
+                ):
+                    outcome = Outcome.from_json(json.loads(str(text)))
+                    results.store(str(key), str(unit_id), outcome)
+        except Exception as exc:
+            raise _unwrap(exc) from None
 
     def _count_endpoints(self, column: Any) -> None:
         """Add the per-endpoint counters of Ray tasks to the driver's pool, for the stats."""
@@ -170,19 +149,6 @@ class RayRunner(Runner):
                 endpoint.failed += used[2]
                 endpoint.trips += used[3]
                 endpoint.latency_sum += used[4]
-
-    def _record(
-        self,
-        key: str,
-        unit_id: str,
-        text: str,
-        cache: ResultCache,
-        errors: dict[str, Outcome],
-        tally: Tally,
-    ) -> None:
-        if key in cache:  # a retried batch answered it again: keep the first
-            return
-        self._store(key, unit_id, Outcome.from_json(json.loads(text)), cache, errors, tally)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

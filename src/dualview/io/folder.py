@@ -1,6 +1,6 @@
 """Whole output folders replaced in one step: a saved model, a Hub dataset, an HF dataset.
 
-`atomic_dir` is the folder counterpart of `dualview.data.jsonl.atomic_path`. The writer
+`atomic_dir` is the folder counterpart of `dualview.io.atomic.atomic_path`. The writer
 fills a temporary folder beside the target. Every file in it is fsynced, and then it takes
 the target's place:
 
@@ -25,8 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dualview.data.jsonl import fault_point, fsync_path
 from dualview.errors import write_error
+from dualview.io.atomic import fsync_path
+from dualview.io.faults import fault_point
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2

@@ -1,0 +1,68 @@
+"""What a training objective is, and the registry that maps config names to objectives.
+
+An objective is an ``nn.Module`` that
+
+- declares the text groups it needs encoded (`Objective.needs`): ``queries`` (each
+  record's query with its instruction), ``documents`` (the batch's de-duplicated documents)
+  and ``cross`` (every instruction paired with every query of the batch, B x B);
+- computes its loss from the gathered embeddings of those groups and the batch
+  (`Objective.batch_loss`); its ``forward`` is the math on plain tensors.
+
+The training step asks the objective what to encode and hands it the embeddings: it knows
+no objective by name. A new objective is one module that subclasses `Objective` and calls
+`register_objective` once, plus a line importing that module in
+``dualview/train/objectives/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch import nn
+
+from dualview.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dualview.train.batching import Batch
+    from dualview.train.config import LossConfig
+
+#: Every text group an objective may ask for.
+TEXT_GROUPS = ("queries", "documents", "cross")
+
+
+class Objective(nn.Module):
+    """Base of every training objective (see the module docstring)."""
+
+    #: Text groups this objective needs (a subclass may compute it per instance).
+    needs: ClassVar[frozenset[str]] = frozenset({"queries", "documents"})
+
+    def batch_loss(self, embeddings: Mapping[str, torch.Tensor], batch: Batch) -> torch.Tensor:
+        """The loss of ``batch`` from the gathered embeddings of `needs`."""
+        raise NotImplementedError
+
+
+Factory = Callable[["LossConfig"], Objective]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register_objective(name: str, factory: Factory) -> None:
+    """Make ``loss.objective: NAME`` build ``factory(loss_config)``."""
+    if name in _REGISTRY:
+        raise ValueError(f"objective {name!r} is already registered")
+    _REGISTRY[name] = factory
+
+
+def objective_names() -> list[str]:
+    """Registered objective names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def build_objective(config: LossConfig) -> Objective:
+    """The objective ``config.objective`` names, built from ``config``."""
+    factory = _REGISTRY.get(config.objective)
+    if factory is None:
+        known = ", ".join(objective_names())
+        raise ConfigError(f"loss.objective: unknown {config.objective!r}; choose from {known}")
+    return factory(config)
