@@ -158,6 +158,13 @@ def test_report_reads_domains_columns_and_pipeline_inputs() -> None:
     assert domain_of("p1") == "-"
     columns = column_sources("phenomena", "phenomena", {"negation/nDCG@10": 0.5, "x": 1.0})
     assert columns == {"phenomena negation/nDCG@10": "negation/nDCG@10"}
+    headline = {"p-MRR": 1.0, "pairwise accuracy": 50.0, "nDCG@10": 0.5}
+    # pairwise accuracy per query is what the flipped-query error analysis reads
+    assert set(column_sources("phenomena", "phenomena", headline)) == {
+        "phenomena p-MRR",
+        "phenomena pairwise accuracy",
+        "phenomena nDCG@10",
+    }
     assert data_path("phenomena") == PHENOMENA_DIR
     assert data_path("phenomena=/tmp/x") == Path("/tmp/x")
     assert data_path("followir") is None

@@ -24,6 +24,7 @@ EXTRA_METRICS = {
     "instructir": ("nDCG@10", "Robustness@10"),
     "phenomena": (
         "p-MRR",
+        "pairwise accuracy",  # per query: what the error analysis (flips) reads
         "nDCG@10",
         "polarity/p-MRR",
         "polarity/nDCG@10",
