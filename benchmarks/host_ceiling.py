@@ -81,6 +81,7 @@ def null_sentence_model(model: Any) -> Any:
             self.dim = dim
             self.bytes = 0
             self.texts = 0
+            self.zeros: dict[int, Any] = {}  # one output per batch size: its cost is no host's
 
         def forward(self, features: dict[str, Any]) -> dict[str, Any]:
             ids = features["input_ids"]
@@ -89,7 +90,9 @@ def null_sentence_model(model: Any) -> Any:
             )
             rows = ids.shape[0] if ids.dim() == 2 else len(features.get("cu_seq_lens", [0])) - 1
             self.texts += rows
-            return {"sentence_embedding": torch.zeros(rows, self.dim)}
+            if rows not in self.zeros:
+                self.zeros[rows] = torch.zeros(rows, self.dim)
+            return {"sentence_embedding": self.zeros[rows]}
 
     getter = getattr(model, "get_embedding_dimension", None)
     getter = getter or model.get_sentence_embedding_dimension
@@ -122,13 +125,16 @@ def null_backbone(config: Any) -> Any:
 
 
 def msmarco_texts(n: int) -> list[str]:
-    """The MS MARCO passages (title + text, as documents are read), repeated to ``n``."""
+    """The MS MARCO passages (title + text, as documents are read), repeated to ``n``; a
+    repeat starts with its round number, so that no text is a duplicate (the encoder encodes
+    a duplicate once)."""
     from dualview.data.schema import Document
     from dualview.retrieval.text import doc_text
 
     rows = [json.loads(line) for line in MSMARCO.read_text(encoding="utf-8").splitlines()]
     passages = [doc_text(Document(id=r["_id"], title=r.get("title", ""), text=r["text"])) for r in rows]
-    return [passages[i % len(passages)] for i in range(n)]
+    rounds = [f"{i // len(passages)} " if i >= len(passages) else "" for i in range(n)]
+    return [rounds[i] + passages[i % len(passages)] for i in range(n)]
 
 
 def case_texts(kind: str, n: int) -> list[str]:
