@@ -32,6 +32,7 @@ def test_tiny_run_writes_sane_json(tmp_path: Path) -> None:
     assert set(runs) == {"fixed32", "ours", "st"} and not any("error" in r for r in runs.values())
     for run in runs.values():
         assert run["s_per_step"] > 0 and run["tokens_per_s"] > 0 and run["mfu"] is None
+        assert run["hfu"] is None and run["hw_tflops"] > run["tflops"] > 0  # GradCache: 4/3
     # ours encodes each shared document once; sentence-transformers every column
     assert runs["st"]["documents_per_step"] == 2 * runs["ours"]["documents_per_step"]
     assert runs["ours"]["gradcache_replay_max_abs_diff"] == 0.0
