@@ -29,9 +29,10 @@ from dualview.data.formats.common import query_text
 from dualview.data.jsonl import atomic_copy, atomic_write_text
 from dualview.data.schema import Record
 from dualview.resources import resolve_model_path
+from dualview.train import unpadded
 from dualview.train.config import ModelConfig
 from dualview.train.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
-from dualview.train import unpadded
+from dualview.train.token_ids import token_ids
 from dualview.train.tokens import TokenizedTexts
 
 TextKind = Literal["query", "document"]
@@ -49,14 +50,7 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTex
     """Token ids of ``texts`` (special tokens added, truncated to ``max_length``), unpadded."""
     if not texts:
         return TokenizedTexts.from_lists([])
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=max_length,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    return TokenizedTexts.from_lists(encoded["input_ids"])
+    return TokenizedTexts.from_lists(token_ids(tokenizer, texts, max_length))
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
 import torch
 
 #: Padded lengths are rounded up to a multiple of this (tensor-core friendly shapes).
@@ -39,9 +41,9 @@ class TokenizedTexts:
 
     @classmethod
     def from_lists(cls, sequences: Sequence[Sequence[int]]) -> TokenizedTexts:
-        lengths = torch.tensor([len(s) for s in sequences], dtype=torch.int64)
-        flat = [token for s in sequences for token in s]
-        return cls(torch.tensor(flat, dtype=torch.int32), lengths)
+        counts = [len(s) for s in sequences]
+        flat = np.fromiter(chain.from_iterable(sequences), dtype=np.int32, count=sum(counts))
+        return cls(torch.from_numpy(flat), torch.tensor(counts, dtype=torch.int64))
 
     @property
     def offsets(self) -> torch.Tensor:
