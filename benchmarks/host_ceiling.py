@@ -20,9 +20,9 @@ processes. Two paths, each the real code:
   prefetch; the time the step waited for its batch is the stall (the first batch, which
   nothing could prefetch, is reported apart).
 
-    .venv/bin/python benchmarks/host_ceiling.py              # about 3 minutes on 2 cores
-    .venv/bin/python benchmarks/host_ceiling.py --tiny       # smoke (tests/test_bench_host_ceiling.py)
-    .venv/bin/python benchmarks/host_ceiling.py --profile    # cProfile of both paths, inline
+    .venv/bin/python benchmarks/host_ceiling.py            # minutes on 2 cores
+    .venv/bin/python benchmarks/host_ceiling.py --tiny     # tests/test_bench_host_ceiling.py
+    .venv/bin/python benchmarks/host_ceiling.py --profile  # cProfile of both paths, inline
 
 Writes ``benchmarks/results/host_ceiling.json`` (or ``--out``) and prints a table.
 """
@@ -38,6 +38,7 @@ import cProfile
 import io
 import json
 import pstats
+import resource
 import statistics
 import sys
 import tempfile
@@ -132,7 +133,9 @@ def msmarco_texts(n: int) -> list[str]:
     from dualview.retrieval.text import doc_text
 
     rows = [json.loads(line) for line in MSMARCO.read_text(encoding="utf-8").splitlines()]
-    passages = [doc_text(Document(id=r["_id"], title=r.get("title", ""), text=r["text"])) for r in rows]
+    passages = [
+        doc_text(Document(id=r["_id"], title=r.get("title", ""), text=r["text"])) for r in rows
+    ]
     rounds = [f"{i // len(passages)} " if i >= len(passages) else "" for i in range(n)]
     return [rounds[i] + passages[i % len(passages)] for i in range(n)]
 
@@ -154,12 +157,19 @@ def load_model(max_length: int) -> Any:
     return model
 
 
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its reaped children (the tokenizer workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_raw(model: Any, texts: list[str], batch_size: int, max_length: int) -> dict[str, Any]:
     """The tokenizer alone on the encoder's batches (length-sorted, padded to tensors)."""
     ordered = sorted(texts, key=len, reverse=True)
     tokenizer = model.tokenizer
     tokens = positions = 0
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     for i in range(0, len(ordered), batch_size):
         out = tokenizer(
             ordered[i : i + batch_size],
@@ -171,7 +181,13 @@ def run_raw(model: Any, texts: list[str], batch_size: int, max_length: int) -> d
         tokens += int(out["attention_mask"].sum())
         positions += int(out["attention_mask"].numel())
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "tokens": tokens, "positions": positions, "bytes": None}
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu_seconds() - cpu,
+        "tokens": tokens,
+        "positions": positions,
+        "bytes": None,
+    }
 
 
 def run_encoder(model: Any, texts: list[str], batch_size: int, workers: int) -> dict[str, Any]:
@@ -182,13 +198,15 @@ def run_encoder(model: Any, texts: list[str], batch_size: int, workers: int) -> 
     encoder = Encoder(
         model, batch_size=batch_size, cache=False, show_progress=False, num_workers=workers
     )
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     vectors = encoder.encode(texts)
     seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu  # the workers have exited (and been reaped) by now
     assert vectors.shape[0] == len(texts) and null.texts == len(texts), "texts lost"
     stats = encoder.stats
     return {
         "seconds": seconds,
+        "cpu_s": cpu,
         "tokens": stats.tokens,
         "positions": stats.padded_tokens,
         "bytes": null.bytes,
@@ -202,6 +220,8 @@ def summarize(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
         "times_s": [round(r["seconds"], 3) for r in runs],
         "best_s": round(best["seconds"], 3),
         "texts_per_s": round(n / best["seconds"], 1),
+        # load-independent: texts per CPU-second, all processes together (best run)
+        "texts_per_cpu_s": round(n / min(r["cpu_s"] for r in runs), 1),
         "tokens_per_s": round(best["tokens"] / best["seconds"], 1),
         "padding": round(1 - best["tokens"] / best["positions"], 4) if best["positions"] else 0.0,
         "bytes_per_text": round(best["bytes"] / n, 1) if best["bytes"] is not None else None,
@@ -224,10 +244,40 @@ def encode_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             runs[variant].append(run)
             log(f"  {kind} round {round_ + 1} {variant}: {n / run['seconds']:.0f} texts/s")
     summary = {v: summarize(r, n) for v, r in runs.items()}
-    raw = summary["raw"]["texts_per_s"]
+    raw, raw_cpu = summary["raw"]["texts_per_s"], summary["raw"]["texts_per_cpu_s"]
     for values in summary.values():
         values["vs_raw"] = round(values["texts_per_s"] / raw, 3)
+        values["cpu_vs_raw"] = round(values["texts_per_cpu_s"] / raw_cpu, 3)
     return {"texts": kind, "n": n, "batch_size": args.batch_size, "runs": summary}
+
+
+# -- padding, before and after packing ------------------------------------------------------
+
+
+def padding_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Padding share of encode batches and of GradCache chunks, padded and packed
+    (`dualview.train.unpadded.pack`: the positions the model runs on)."""
+    from dualview.train import unpadded
+    from dualview.train.model import tokenize_texts
+    from dualview.train.tokens import padded_width, plan_chunks
+
+    model = load_model(args.max_length)
+    texts = case_texts(kind, args.n_long if kind == "long" else args.n_msmarco)
+    tokens = tokenize_texts(model.tokenizer, texts, args.max_length)
+    lengths = tokens.lengths.tolist()
+    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # as the encoder sorts
+    batches = [by_chars[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)]
+    chunks = plan_chunks(lengths, max_tokens=CHUNK_TOKENS)
+    packed = sum(int(unpadded.pack(tokens, c)["input_ids"].numel()) for c in chunks)
+    return {
+        "texts": kind,
+        "mean_tokens": round(sum(lengths) / len(lengths), 1),
+        "encode_batches_padded": round(unpadded.padding_share(lengths, batches, int), 4),
+        "train_chunks_padded": round(
+            unpadded.padding_share(lengths, chunks, lambda n: padded_width(n, args.max_length)), 4
+        ),
+        "packed": round(1 - sum(lengths) / packed, 4),
+    }
 
 
 # -- training batches -----------------------------------------------------------------------
@@ -281,12 +331,13 @@ def training_parts(work: Path, args: argparse.Namespace) -> tuple[Any, Any, Any,
 
 def prepare_times(stream: Any, prepare: Any, steps: int) -> tuple[list[float], Any]:
     """Seconds to read, build and tokenize each of the first ``steps`` batches, inline."""
-    times, batch = [], None
+    times, cpu, batch = [], [], None
     for _, indices in list(stream.plans(stream.start(), 1))[:steps]:
-        start = time.perf_counter()
+        start, thread = time.perf_counter(), time.thread_time()
         batch = prepare(stream.build(indices))
         times.append(time.perf_counter() - start)
-    return times, batch
+        cpu.append(time.thread_time() - thread)
+    return times, cpu, batch
 
 
 def stall_run(stream: Any, prepare: Any, model: Any, loss_fn: Any, args: argparse.Namespace):
@@ -321,12 +372,15 @@ def train_case(args: argparse.Namespace) -> dict[str, Any]:
         work = Path(tmp)
         write_training_file(work / "train.jsonl", args)
         stream, prepare, model, loss_fn = training_parts(work, args)
-        times, batch = prepare_times(stream, prepare, args.train_steps)
+        times, cpu, batch = prepare_times(stream, prepare, args.train_steps)
         log(f"  prepare by one worker: {', '.join(f'{t:.2f}' for t in times)} s")
+        log(f"  of which CPU: {', '.join(f'{t:.2f}' for t in cpu)} s")
         waits, host, padding, documents = stall_run(stream, prepare, model, loss_fn, args)
         log(f"  waits with 2 workers: {', '.join(f'{w:.2f}' for w in waits)} s")
         tokens = {name: t for name, t in batch.tokens.items()}
-        handed = sum(t.ids.numel() * t.ids.element_size() + t.lengths.numel() * 8 for t in tokens.values())
+        handed = sum(
+            t.ids.numel() * t.ids.element_size() + t.lengths.numel() * 8 for t in tokens.values()
+        )
         texts = sum(len(t) for t in tokens.values())
         return {
             "queries": len(batch.query_texts),
@@ -334,6 +388,9 @@ def train_case(args: argparse.Namespace) -> dict[str, Any]:
             "document_tokens_mean": round(float(tokens["documents"].lengths.float().mean()), 1),
             "prepare_s": [round(t, 3) for t in times],
             "prepare_s_median": round(statistics.median(times), 3),
+            # load-independent: CPU seconds of the preparing thread
+            "prepare_cpu_s": [round(t, 3) for t in cpu],
+            "prepare_cpu_s_median": round(statistics.median(cpu), 3),
             "device_s": args.device_s,
             "first_wait_s": round(waits[0], 3),
             "stall_s": [round(w, 3) for w in waits[1:]],
@@ -357,7 +414,10 @@ def top_entries(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
         where = f"{Path(path).name}:{line}({name})" if line else name
         rows.append({"function": where, "calls": calls, "own_s": own, "total_s": total})
     rows.sort(key=lambda r: -r["own_s"])
-    return [{**r, "own_s": round(r["own_s"], 3), "total_s": round(r["total_s"], 3)} for r in rows[:limit]]
+    return [
+        {**r, "own_s": round(r["own_s"], 3), "total_s": round(r["total_s"], 3)}
+        for r in rows[:limit]
+    ]
 
 
 def profile_paths(args: argparse.Namespace) -> dict[str, Any]:
@@ -379,7 +439,10 @@ def profile_paths(args: argparse.Namespace) -> dict[str, Any]:
         profile.enable()
         prepare_times(stream, prepare, 2)
         profile.disable()
-    return {"encode_long_inline": encode, "train_prepare_2_batches": top_entries(profile, args.profile_top)}
+    return {
+        "encode_long_inline": encode,
+        "train_prepare_2_batches": top_entries(profile, args.profile_top),
+    }
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -429,22 +492,33 @@ def goals(result: dict[str, Any]) -> dict[str, bool]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    print(f"{'case':9} {'variant':10} {'texts/s':>8} {'tokens/s':>10} {'x raw':>6} {'pad':>6} {'B/text':>7}")
+    print(
+        f"{'case':9} {'variant':10} {'texts/s':>8} {'tokens/s':>10} {'x raw':>6} "
+        f"{'texts/cpu-s':>11} {'x raw':>6} {'pad':>6} {'B/text':>7}"
+    )
     for case in result["encode"]:
         for variant, run in case["runs"].items():
             size = f"{run['bytes_per_text']:.0f}" if run["bytes_per_text"] is not None else "-"
             print(
                 f"{case['texts']:9} {variant:10} {run['texts_per_s']:8.0f} "
-                f"{run['tokens_per_s']:10.0f} {run['vs_raw']:6.2f} {run['padding']:6.3f} {size:>7}"
+                f"{run['tokens_per_s']:10.0f} {run['vs_raw']:6.2f} {run['texts_per_cpu_s']:11.0f} "
+                f"{run['cpu_vs_raw']:6.2f} {run['padding']:6.3f} {size:>7}"
             )
+    for case in result["padding"]:
+        print(
+            f"padding, {case['texts']} ({case['mean_tokens']:.0f} tokens): encode batches "
+            f"{case['encode_batches_padded']:.3f}, training chunks "
+            f"{case['train_chunks_padded']:.3f}, packed {case['packed']:.3f}"
+        )
     train = result.get("train")
     if train:
         print(
             f"training batch ({train['queries']} queries, {train['documents']} documents of "
-            f"{train['document_tokens_mean']:.0f} tokens): prepared in {train['prepare_s_median']:.2f} s "
-            f"by one worker; with 2 workers and {train['device_s']:.2f} s steps: first wait "
-            f"{train['first_wait_s']:.2f} s, then max stall {train['stall_s_max']:.3f} s "
-            f"(host part of the step {train['step_host_s_median']:.2f} s, padding {train['padding']:.3f})"
+            f"{train['document_tokens_mean']:.0f} tokens): prepared in "
+            f"{train['prepare_s_median']:.2f} s ({train['prepare_cpu_s_median']:.2f} CPU-s) by "
+            f"one worker; with 2 workers and {train['device_s']:.2f} s steps: first wait "
+            f"{train['first_wait_s']:.2f} s, then max stall {train['stall_s_max']:.3f} s (host "
+            f"part of the step {train['step_host_s_median']:.2f} s, padding {train['padding']:.3f})"
         )
     for goal, ok in result["goals"].items():
         print(f"goal {goal}: {'met' if ok else 'NOT met'}")
@@ -460,7 +534,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, rows in result["profile"].items():
             print(name)
             for row in rows:
-                print(f"  {row['own_s']:7.3f} {row['total_s']:7.3f} {row['calls']:>8} {row['function']}")
+                own, total, calls = row["own_s"], row["total_s"], row["calls"]
+                print(f"  {own:7.3f} {total:7.3f} {calls:>8} {row['function']}")
         print(machine_line(result["machine"]))
         out = args.out.with_name(args.out.stem + "_profile.json")
     else:
@@ -468,11 +543,17 @@ def main(argv: list[str] | None = None) -> None:
         for kind in args.texts.split(","):
             log(f"encoding, {kind} texts")
             encode.append(encode_case(kind, args))
+        padding = [padding_case(kind, args) for kind in args.texts.split(",")]
         train = None
         if not args.no_train:
             log("training batch")
             train = train_case(args)
-        result = {"benchmark": "host_ceiling", "encode": encode, "train": train}
+        result = {
+            "benchmark": "host_ceiling",
+            "encode": encode,
+            "padding": padding,
+            "train": train,
+        }
         result["machine"] = machine_end(info)
         result["settings"] = {k: str(v) for k, v in vars(args).items()}
         result["goals"] = goals(result)

@@ -73,7 +73,10 @@ def test_packed_embeddings_match_padded(tmp_path: Path, pooling: str) -> None:
     # the packed path really ran packed: its inputs carry no padding at all
     inputs = packed.tokenize(TEXTS, "document")
     assert unpadded.is_packed(inputs)
-    assert inputs["input_ids"].shape == (1, int(packed.tokenize_ids(TEXTS, "document").lengths.sum()))
+    assert inputs["input_ids"].shape == (
+        1,
+        int(packed.tokenize_ids(TEXTS, "document").lengths.sum()),
+    )
 
 
 def test_roberta_positions_match_padded(tmp_path: Path) -> None:
@@ -140,7 +143,7 @@ def test_unsupported_backbones_say_why() -> None:
     assert "not supported padding-free" in unpadded.unsupported_reason(decoder)
     modern = SimpleNamespace(config=SimpleNamespace(model_type="modernbert"))
     assert "flash-attn" in unpadded.unsupported_reason(modern)
-    with pytest.raises(ConfigError, match="model.unpadded: model type 'qwen2'"):
+    with pytest.raises(ConfigError, match=r"model\.unpadded: model type 'qwen2'"):
         unpadded.enable(decoder)
 
 

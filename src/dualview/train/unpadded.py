@@ -26,10 +26,9 @@ differ (another layout of the same random draws), as between any two chunkings.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
-
-import warnings
 
 import torch
 import torch.nn.functional as F
