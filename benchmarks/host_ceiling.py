@@ -340,6 +340,42 @@ def prepare_times(stream: Any, prepare: Any, steps: int) -> tuple[list[float], A
     return times, cpu, batch
 
 
+def tokenize_compare(tokenizer: Any, texts: list[str], max_length: int, rounds: int) -> dict:
+    """Thread CPU seconds to tokenize a batch's documents: the ordinary tokenizer call with
+    Python flattening (as before `dualview.train.token_ids`) against `tokenize_texts`, in
+    alternating rounds; best of ``rounds``."""
+    import torch
+
+    from dualview.train.model import tokenize_texts
+
+    def ordinary() -> Any:
+        ids = tokenizer(
+            texts,
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        return torch.tensor([t for s in ids for t in s], dtype=torch.int32)
+
+    def ours() -> Any:
+        return tokenize_texts(tokenizer, texts, max_length).ids
+
+    best = {"call": float("inf"), "backend": float("inf")}
+    for _ in range(rounds):
+        for name, fn in (("call", ordinary), ("backend", ours)):
+            start = time.thread_time()
+            result = fn()
+            best[name] = min(best[name], time.thread_time() - start)
+        assert torch.equal(ordinary(), result), "token ids differ"
+    return {
+        "texts": len(texts),
+        "call_cpu_s": round(best["call"], 3),
+        "backend_cpu_s": round(best["backend"], 3),
+        "speedup": round(best["call"] / best["backend"], 3),
+    }
+
+
 def stall_run(stream: Any, prepare: Any, model: Any, loss_fn: Any, args: argparse.Namespace):
     """Steps on the null model fed by 2 prefetching workers: wait per step, host step time."""
     from dualview.train.loader import prepared_batches
@@ -375,6 +411,8 @@ def train_case(args: argparse.Namespace) -> dict[str, Any]:
         times, cpu, batch = prepare_times(stream, prepare, args.train_steps)
         log(f"  prepare by one worker: {', '.join(f'{t:.2f}' for t in times)} s")
         log(f"  of which CPU: {', '.join(f'{t:.2f}' for t in cpu)} s")
+        compare = tokenize_compare(model.tokenizer, batch.doc_texts, args.max_length, 3)
+        log(f"  tokenize documents, CPU s: {compare}")
         waits, host, padding, documents = stall_run(stream, prepare, model, loss_fn, args)
         log(f"  waits with 2 workers: {', '.join(f'{w:.2f}' for w in waits)} s")
         tokens = {name: t for name, t in batch.tokens.items()}
@@ -391,6 +429,7 @@ def train_case(args: argparse.Namespace) -> dict[str, Any]:
             # load-independent: CPU seconds of the preparing thread
             "prepare_cpu_s": [round(t, 3) for t in cpu],
             "prepare_cpu_s_median": round(statistics.median(cpu), 3),
+            "tokenize_documents": compare,
             "device_s": args.device_s,
             "first_wait_s": round(waits[0], 3),
             "stall_s": [round(w, 3) for w in waits[1:]],
@@ -516,7 +555,10 @@ def print_table(result: dict[str, Any]) -> None:
             f"training batch ({train['queries']} queries, {train['documents']} documents of "
             f"{train['document_tokens_mean']:.0f} tokens): prepared in "
             f"{train['prepare_s_median']:.2f} s ({train['prepare_cpu_s_median']:.2f} CPU-s) by "
-            f"one worker; with 2 workers and {train['device_s']:.2f} s steps: first wait "
+            f"one worker (documents' tokenizer CPU: ordinary call "
+            f"{train['tokenize_documents']['call_cpu_s']:.2f} s, backend "
+            f"{train['tokenize_documents']['backend_cpu_s']:.2f} s); with 2 workers and "
+            f"{train['device_s']:.2f} s steps: first wait "
             f"{train['first_wait_s']:.2f} s, then max stall {train['stall_s_max']:.3f} s (host "
             f"part of the step {train['step_host_s_median']:.2f} s, padding {train['padding']:.3f})"
         )

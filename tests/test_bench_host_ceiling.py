@@ -60,6 +60,8 @@ def test_tiny_run_writes_sane_json(tmp_path: Path) -> None:
     train = result["train"]
     assert train["queries"] == 8 and train["documents"] == 4 * 4  # 4 pairs x (1 + 3) shared
     assert len(train["prepare_s"]) == 3 and len(train["stall_s"]) == 2
+    assert train["tokenize_documents"]["texts"] == 16
+    assert train["tokenize_documents"]["backend_cpu_s"] > 0
     assert all(t > 0 for t in train["prepare_cpu_s"]) and 0 <= train["padding"] < 1
     assert set(result["goals"]) == {
         "long workers=1 >= 0.8x raw",
