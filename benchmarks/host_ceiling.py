@@ -280,6 +280,46 @@ def padding_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def packed_vs_padded(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    """CPU seconds of forward + backward of the embedded MiniLM on GradCache chunks of
+    ``kind`` texts (one thread; eval mode, so both paths compute the same function),
+    padded against packed (`model.unpadded`); alternating rounds, best of 3."""
+    import torch
+
+    from dualview.train.config import ModelConfig
+    from dualview.train.model import BiEncoder
+    from dualview.train.tokens import plan_chunks
+
+    texts = case_texts(kind, args.packed_texts)
+    models = {
+        name: BiEncoder(ModelConfig(name_or_path=TOKENIZER, unpadded=name == "packed")).eval()
+        for name in ("padded", "packed")
+    }
+    tokens = models["padded"].tokenize_ids(texts, "document")
+    chunks = plan_chunks(tokens.lengths, max_items=args.packed_chunk)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    best = {name: float("inf") for name in models}
+    try:
+        for _ in range(3):
+            for name, model in models.items():
+                start = time.thread_time()
+                for chunk in chunks:
+                    model.embed(model.pad(tokens, chunk, "document")).sum().backward()
+                best[name] = min(best[name], time.thread_time() - start)
+                model.zero_grad(set_to_none=True)
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "texts": kind,
+        "n": len(texts),
+        "chunk": args.packed_chunk,
+        "padded_cpu_s": round(best["padded"], 3),
+        "packed_cpu_s": round(best["packed"], 3),
+        "packed_speedup": round(best["padded"] / best["packed"], 3),
+    }
+
+
 # -- training batches -----------------------------------------------------------------------
 
 
@@ -501,6 +541,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-steps", type=int, default=6)
     parser.add_argument("--device-s", type=float, default=DEFAULT_DEVICE_S)
     parser.add_argument("--no-train", action="store_true", help="skip the training batch")
+    parser.add_argument("--packed-texts", type=int, default=128, help="texts, packed vs padded")
+    parser.add_argument("--packed-chunk", type=int, default=32, help="texts per chunk there")
     parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
     parser.add_argument("--profile-top", type=int, default=15)
     parser.add_argument("--tiny", action="store_true", help="smoke test sizes")
@@ -511,6 +553,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.n_long, args.n_msmarco, args.repeats = 64, 128, 1
         args.train_batch, args.negatives, args.train_steps = 8, 3, 3
         args.batch_size, args.device_s = 16, 0.05
+        args.packed_texts, args.packed_chunk = 8, 4
     return args
 
 
@@ -549,6 +592,12 @@ def print_table(result: dict[str, Any]) -> None:
             f"{case['encode_batches_padded']:.3f}, training chunks "
             f"{case['train_chunks_padded']:.3f}, packed {case['packed']:.3f}"
         )
+    for case in result["packed_vs_padded"]:
+        print(
+            f"MiniLM forward + backward, {case['texts']}, chunks of {case['chunk']}: padded "
+            f"{case['padded_cpu_s']:.2f} CPU-s, packed {case['packed_cpu_s']:.2f} CPU-s "
+            f"({case['packed_speedup']:.2f}x)"
+        )
     train = result.get("train")
     if train:
         print(
@@ -586,6 +635,9 @@ def main(argv: list[str] | None = None) -> None:
             log(f"encoding, {kind} texts")
             encode.append(encode_case(kind, args))
         padding = [padding_case(kind, args) for kind in args.texts.split(",")]
+        packed = [packed_vs_padded("msmarco", args)]  # 512-token chunks have ~1% padding
+        for case in packed:
+            log(f"  padded vs packed forward + backward: {case}")
         train = None
         if not args.no_train:
             log("training batch")
@@ -594,6 +646,7 @@ def main(argv: list[str] | None = None) -> None:
             "benchmark": "host_ceiling",
             "encode": encode,
             "padding": padding,
+            "packed_vs_padded": packed,
             "train": train,
         }
         result["machine"] = machine_end(info)

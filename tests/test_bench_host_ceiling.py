@@ -55,6 +55,9 @@ def test_tiny_run_writes_sane_json(tmp_path: Path) -> None:
     assert long["tokens_per_s"] / long["texts_per_s"] > 400  # long texts fill 512 tokens
     for case in result["padding"]:
         assert case["packed"] == 0.0 and case["train_chunks_padded"] >= 0
+    assert [c["texts"] for c in result["packed_vs_padded"]] == ["msmarco"]
+    for case in result["packed_vs_padded"]:
+        assert case["n"] == 8 and case["padded_cpu_s"] > 0 and case["packed_cpu_s"] > 0
     msmarco = result["padding"][1]
     assert msmarco["encode_batches_padded"] > 0.05  # MS MARCO lengths vary: padding to remove
     train = result["train"]
