@@ -153,3 +153,10 @@ def test_padding_share_of_chunks() -> None:
         1 - 24 / 28
     )
     assert unpadded.padding_share(lengths, [[0], [1], [2], [3]], lambda n: n) == 0.0
+
+
+def test_saved_model_does_not_name_the_packed_kernel(tmp_path: Path) -> None:
+    """The folder loads anywhere: the attention implementation we register is not saved."""
+    _, packed = _pair(tmp_path, "mean")
+    packed.save(tmp_path / "model")
+    assert unpadded.VARLEN not in (tmp_path / "model" / "config.json").read_text()
