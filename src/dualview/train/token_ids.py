@@ -4,8 +4,8 @@ Calling a Hugging Face fast tokenizer runs the Rust ``encode_batch``, which also
 every token's character offsets, and then converts each encoding's fields to Python lists.
 Training needs the ids alone: ``encode_batch_fast`` (tokenizers >= 0.21) skips the offsets,
 with the same ids (same normalizer, pre-tokenizer, model, truncation and special tokens).
-On 512-token texts that is about a tenth less tokenizer CPU per batch
-(``benchmarks/host_ceiling.py``). Tokenizers without it (slow ones, older versions) go
+On a paper-shape batch (992 documents of ~484 tokens) that took 1.24 CPU-s instead of 1.47
+(``benchmarks/host_ceiling.py``, one run, best of 3). Tokenizers without it (slow ones, older versions) go
 through the ordinary call.
 
 The backend's truncation is set on every call (a fast tokenizer keeps it as state, which the
