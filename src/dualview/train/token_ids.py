@@ -5,8 +5,8 @@ every token's character offsets, and then converts each encoding's fields to Pyt
 Training needs the ids alone: ``encode_batch_fast`` (tokenizers >= 0.21) skips the offsets,
 with the same ids (same normalizer, pre-tokenizer, model, truncation and special tokens).
 On a paper-shape batch (992 documents of ~484 tokens) that took 1.24 CPU-s instead of 1.47
-(``benchmarks/host_ceiling.py``, one run, best of 3). Tokenizers without it (slow ones, older versions) go
-through the ordinary call.
+(``benchmarks/host_ceiling.py``, one run, best of 3). Tokenizers without it (slow ones,
+older versions) go through the ordinary call.
 
 The backend's truncation is set on every call (a fast tokenizer keeps it as state, which the
 ordinary call also resets to what it needs): one tokenizer per thread, as for the ordinary
