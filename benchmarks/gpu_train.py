@@ -16,9 +16,11 @@ or ``msmarco`` (MS MARCO passage lengths)), and runs the real trainer
 - ``st``: sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache, mini-batch
   32) on the same batches, bf16 autocast, AdamW: it encodes every (query, document) column.
 
-The first ``--warmup`` steps are not timed. MFU counts real tokens only (padding is waste)
-with :func:`dualview.perf.encoder_flops` (4 forward-equivalents per GradCache step) against
-the device's dense bf16 peak (:data:`dualview.perf.PEAK_BF16_TFLOPS`; n/a on CPU).
+The first ``--warmup`` steps are not timed. MFU and HFU count real tokens only (padding is
+waste) with :func:`dualview.perf.training_flops` against the device's dense bf16 peak
+(:data:`dualview.perf.PEAK_BF16_TFLOPS`; n/a on CPU): MFU by the PaLM definition (forward +
+backward, 3 forward-equivalents, recomputation not counted), HFU with GradCache's no-grad
+pass (4 forward-equivalents).
 Losses of ``fixed32`` and ``ours`` are compared step by step (same seed, same batches).
 
     python benchmarks/gpu_train.py                       # GPU: xlmr-large, batch 64, 30 negatives
@@ -125,12 +127,16 @@ def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path
     seconds = timed[-1]["elapsed_s"] - log[args.warmup - 1]["elapsed_s"]
     tokens = sum(r["tokens"] for r in timed)
     flops = sum(r["tflops"] * _step_seconds(log, i) for i, r in enumerate(log) if i >= args.warmup)
+    hardware = sum(
+        r["hw_tflops"] * _step_seconds(log, i) for i, r in enumerate(log) if i >= args.warmup
+    )
     return {
         "variant": variant,
         "s_per_step": seconds / len(timed),
         "documents_per_step": sum(r["documents_encoded"] for r in timed) / len(timed),
         "tokens_per_s": tokens / seconds,
         "tflops": flops / seconds,
+        "hw_tflops": hardware / seconds,
         "padding": sum(r["padding"] for r in timed) / len(timed),
         "peak_memory_gib": peak_memory_gib(),
         "losses": [r["loss"] for r in log],
@@ -172,7 +178,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
     )
 
     from dualview.data.record_index import IndexedRecords
-    from dualview.perf import ModelShape, encoder_flops, peak_memory_gib
+    from dualview.perf import ModelShape, peak_memory_gib, training_flops
     from dualview.retrieval.text import doc_text
     from dualview.train.batching import BatchStream
 
@@ -185,7 +191,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
     stream = BatchStream(IndexedRecords(work / "train.jsonl"), args.batch_size, "together", 30)
     shape = ModelShape.of(model[0].auto_model)
     autocast = torch.autocast(device, torch.bfloat16, enabled=device == "cuda")
-    seconds = tokens = flops = 0.0
+    seconds = tokens = flops = hardware = 0.0
     for number, (_, batch) in enumerate(stream.iterate(stream.start(), 1)):
         start = time.perf_counter()
         columns = [batch.query_texts]
@@ -206,7 +212,9 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
             seconds += time.perf_counter() - start
             lengths = [int(n) for f in features for n in f["attention_mask"].sum(1)]
             tokens += sum(lengths)
-            flops += encoder_flops(shape, lengths, passes=4)
+            model_flops, hardware_flops = training_flops(shape, lengths, gradcache=True)
+            flops += model_flops
+            hardware += hardware_flops
         if number + 1 == args.warmup + args.st_steps:
             break
     steps = args.st_steps
@@ -216,6 +224,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
         "documents_per_step": args.batch_size * (1 + args.negatives),
         "tokens_per_s": tokens / seconds,
         "tflops": flops / seconds / 1e12,
+        "hw_tflops": hardware / seconds / 1e12,
         "padding": None,
         "peak_memory_gib": peak_memory_gib(),
         "losses": None,
@@ -306,7 +315,8 @@ def main() -> None:
         results = [spawn(args, v, model_dir, work) for v in args.variants.split(",")]
     by_name = {r["variant"]: r for r in results if "error" not in r}
     for r in by_name.values():
-        r["mfu"] = r["tflops"] / peak if peak else None
+        r["mfu"] = r["tflops"] / peak if peak else None  # PaLM: forward + backward
+        r["hfu"] = r["hw_tflops"] / peak if peak else None  # + GradCache's no-grad pass
     base = by_name.get("fixed32")
     for r in by_name.values():
         r["speedup_vs_fixed32"] = base["s_per_step"] / r["s_per_step"] if base else None
@@ -324,19 +334,21 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(
         f"{'variant':13} {'s/step':>7} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
-        f"{'pad':>5} {'mem GiB':>7} {'x fixed32':>9}"
+        f"{'HFU':>6} {'pad':>5} {'mem GiB':>7} {'x fixed32':>9}"
     )
     for r in results:
         if "error" in r:
             print(f"{r['variant']:13} failed: {r['error']}")
             continue
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
+        hfu = f"{100 * r['hfu']:.1f}%" if r["hfu"] is not None else "n/a"
         pad = f"{r['padding']:.2f}" if r["padding"] is not None else "-"
         mem = f"{r['peak_memory_gib']:.1f}" if r["peak_memory_gib"] is not None else "-"
         speed = f"{r['speedup_vs_fixed32']:.2f}" if r["speedup_vs_fixed32"] else "-"
         print(
             f"{r['variant']:13} {r['s_per_step']:7.3f} {r['documents_per_step']:5.0f} "
-            f"{r['tokens_per_s']:9.0f} {r['tflops']:8.1f} {mfu:>6} {pad:>5} {mem:>7} {speed:>9}"
+            f"{r['tokens_per_s']:9.0f} {r['tflops']:8.1f} {mfu:>6} {hfu:>6} {pad:>5} {mem:>7} "
+            f"{speed:>9}"
         )
     losses = result["losses_fixed32_vs_ours"]
     if losses:

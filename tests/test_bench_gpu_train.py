@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,6 +34,9 @@ def test_tiny_run_writes_sane_json(tmp_path: Path) -> None:
     assert set(runs) == {"fixed32", "ours", "st"} and not any("error" in r for r in runs.values())
     for run in runs.values():
         assert run["s_per_step"] > 0 and run["tokens_per_s"] > 0 and run["mfu"] is None
+        assert run["hfu"] is None and run["hw_tflops"] >= run["tflops"] >= 0  # (rounded)
+    # GradCache: HFU counts the no-grad pass too (the trainer's log rounds CPU rates to 0.0)
+    assert runs["st"]["hw_tflops"] == pytest.approx(runs["st"]["tflops"] * 4 / 3)
     # ours encodes each shared document once; sentence-transformers every column
     assert runs["st"]["documents_per_step"] == 2 * runs["ours"]["documents_per_step"]
     assert runs["ours"]["gradcache_replay_max_abs_diff"] == 0.0

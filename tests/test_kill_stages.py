@@ -37,7 +37,7 @@ PAIRED = FIXTURES / "eval" / "paired"
 # Wall-clock measurements and this attempt's own bookkeeping (how much it did itself,
 # whether it resumed): the only fields allowed to differ.
 TIMING_KEYS = {"seconds", "wall_s", "latency_s", "started_at", "elapsed_s", "tokens_per_s",
-               "tflops", "mfu", "this_run_units", "resumed"}  # fmt: skip
+               "tflops", "hw_tflops", "mfu", "hfu", "this_run_units", "resumed"}  # fmt: skip
 
 
 def experiment(root: Path, url: str, tiny: Path) -> Path:

@@ -6,7 +6,13 @@ import pytest
 from pydantic import ValidationError
 from transformers import BertConfig, BertModel
 
-from dualview.perf import ModelShape, ThroughputMeter, encoder_flops, peak_tflops
+from dualview.perf import (
+    ModelShape,
+    ThroughputMeter,
+    encoder_flops,
+    peak_tflops,
+    training_flops,
+)
 from dualview.train.config import TrainConfig
 from dualview.train.trainer import resolve_precision, resolve_workers
 
@@ -47,6 +53,24 @@ def test_meter_reports_padding_and_no_mfu_without_peak() -> None:
     report = meter.report()
     assert report["padding"] == pytest.approx(0.25) and report["mfu"] is None
     assert report["tokens_per_s"] > 0
+
+
+def test_mfu_counts_forward_and_backward_hfu_adds_the_gradcache_pass() -> None:
+    shape = ModelShape(linear_params=1000, layers=2, attention_dim=8)
+    lengths = [5, 3]
+    forward = encoder_flops(shape, lengths)
+    assert training_flops(shape, lengths, gradcache=False) == (3 * forward, 3 * forward)
+    model, hardware = training_flops(shape, lengths, gradcache=True)
+    assert model == 3 * forward and hardware == pytest.approx(4 * forward)
+    meter = ThroughputMeter(peak=1e-9)  # TFLOP/s: any positive peak makes both ratios
+    meter.add(tokens=8, flops=model, hardware_flops=hardware)
+    report = meter.report()
+    assert report["hfu"] == pytest.approx(report["mfu"] * 4 / 3, rel=1e-2)
+    assert report["hw_tflops"] >= report["tflops"] > 0
+    meter.reset()
+    meter.add(tokens=8, flops=model)  # no recomputation: HFU = MFU
+    plain = meter.report()
+    assert plain["hfu"] == plain["mfu"] and plain["hw_tflops"] == plain["tflops"]
 
 
 def test_cpu_defaults() -> None:

@@ -8,12 +8,18 @@ model's shape and the real (unpadded) token counts, over the device's dense bf16
   a BERT pooler acts on one token per sequence and is left out);
 - **attention FLOPs per sequence of length T, forward**: ``4 * L * d_attn * T**2`` (``Q K^T``
   and ``A V`` in each of the ``L`` layers, ``d_attn`` = heads x head size);
-- a backward pass costs twice its forward, so training is ``3 x`` forward, and a GradCache
-  step ``4 x`` (the no-grad pass, the re-forward with gradients, and the backward).
+- a backward pass costs twice its forward, so training is ``3 x`` forward.
 
-Padding tokens are not counted: work on padding is waste, and MFU should show it. This is the
-PaLM paper's accounting (attention included); `encoder_flops` can leave attention out
-for comparison with the simpler ``6 N T`` rule.
+Two utilisations are reported (`training_flops`, `ThroughputMeter`):
+
+- **MFU**, the PaLM paper's definition: the model's forward and backward only, ``3 x``
+  forward, whatever the step recomputes (attention included, as PaLM counts it);
+- **HFU**, hardware FLOPs utilisation: what the device actually ran, so a GradCache step
+  counts ``4 x`` (its no-grad pass, the re-forward with gradients and the backward).
+
+Without recomputation the two are equal; with GradCache, MFU = 3/4 HFU. Padding tokens are
+not counted in either: work on padding is waste, and both should show it. `encoder_flops`
+can leave attention out for comparison with the simpler ``6 N T`` rule.
 """
 
 from __future__ import annotations
@@ -112,6 +118,22 @@ def encoder_flops(
     return passes * total
 
 
+#: Forward-equivalents of one training step: forward + backward (twice the forward).
+TRAIN_PASSES = 3
+#: What GradCache adds: the no-grad forward whose embeddings it caches.
+GRADCACHE_EXTRA_PASSES = 1
+
+
+def training_flops(
+    shape: ModelShape, lengths: Iterable[int], gradcache: bool
+) -> tuple[float, float]:
+    """``(model FLOPs, hardware FLOPs)`` of one training step over texts of real ``lengths``:
+    the PaLM count (forward + backward) and the same plus GradCache's no-grad pass."""
+    model = encoder_flops(shape, lengths, passes=TRAIN_PASSES)
+    extra = GRADCACHE_EXTRA_PASSES / TRAIN_PASSES if gradcache else 0.0
+    return model, model * (1 + extra)
+
+
 def peak_memory_gib() -> float | None:
     """Peak GPU memory allocated by torch since the last reset, in GiB (``None`` on CPU)."""
     import torch
@@ -125,33 +147,47 @@ def peak_memory_gib() -> float | None:
 class ThroughputMeter:
     """Tokens and analytic FLOPs per wall-clock second since the last `reset`.
 
-    ``peak`` is the device's dense bf16 peak in TFLOP/s (``None``: MFU is not reported).
+    ``peak`` is the device's dense bf16 peak in TFLOP/s (``None``: MFU and HFU are not
+    reported). ``flops`` are model FLOPs (MFU), ``hardware_flops`` what ran (HFU).
     """
 
     peak: float | None = None
     tokens: int = 0
     padded_tokens: int = 0
     flops: float = 0.0
+    hardware_flops: float = 0.0
     _start: float = field(default_factory=time.perf_counter)
 
-    def add(self, tokens: int, flops: float, padded_tokens: int | None = None) -> None:
+    def add(
+        self,
+        tokens: int,
+        flops: float,
+        padded_tokens: int | None = None,
+        hardware_flops: float | None = None,
+    ) -> None:
+        """Count a step: model ``flops`` and, when it recomputed, its ``hardware_flops``."""
         self.tokens += tokens
         self.padded_tokens += tokens if padded_tokens is None else padded_tokens
         self.flops += flops
+        self.hardware_flops += flops if hardware_flops is None else hardware_flops
 
     def reset(self) -> None:
         self.tokens = self.padded_tokens = 0
-        self.flops = 0.0
+        self.flops = self.hardware_flops = 0.0
         self._start = time.perf_counter()
 
     def report(self) -> dict[str, float | None]:
-        """``tokens_per_s``, ``tflops`` (achieved), ``mfu`` (0-1 or None), ``padding``."""
+        """``tokens_per_s``, ``tflops`` (model FLOPs), ``hw_tflops`` (hardware FLOPs), ``mfu``
+        and ``hfu`` (0-1, None without a known peak), ``padding``."""
         elapsed = max(time.perf_counter() - self._start, 1e-9)
         tflops = self.flops / elapsed / 1e12
+        hw_tflops = self.hardware_flops / elapsed / 1e12
         return {
             "tokens_per_s": round(self.tokens / elapsed, 1),
             "tflops": round(tflops, 2),
+            "hw_tflops": round(hw_tflops, 2),
             "mfu": round(tflops / self.peak, 4) if self.peak else None,
+            "hfu": round(hw_tflops / self.peak, 4) if self.peak else None,
             "padding": round(1 - self.tokens / self.padded_tokens, 4)
             if self.padded_tokens
             else 0.0,

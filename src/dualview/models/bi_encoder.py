@@ -30,6 +30,7 @@ from dualview.data.formats.common import query_text
 from dualview.data.schema import Record
 from dualview.io.atomic import atomic_copy, atomic_write_text
 from dualview.io.folder import atomic_dir
+from dualview.models import unpadded
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
 from dualview.models.interaction import InstructionQueryAttention
@@ -62,6 +63,8 @@ class BiEncoder(nn.Module):
         configure_tokenizer(self.tokenizer, config)  # pad token; left padding + EOS (decoders)
         if config.lora is not None:
             self.backbone = add_lora(self.backbone, config.lora)
+        if config.unpadded:
+            unpadded.enable(self.backbone)
         self.head = None  # InF-Embed Interaction II (cross-attention), else concatenation
         if config.interaction == "cross_attention":
             self.head = InstructionQueryAttention(self.dim, config.pooling)
@@ -87,6 +90,9 @@ class BiEncoder(nn.Module):
     ) -> dict[str, torch.Tensor]:
         """Model inputs for ``tokens[indices]``, padded on the tokenizer's side, on device."""
         device = next(self.backbone.parameters()).device
+        if self.config.unpadded:  # one packed sequence (dualview.models.unpadded)
+            packed = unpadded.pack(tokens, indices, unpadded.position_start(self.backbone))
+            return {k: v.to(device) if torch.is_tensor(v) else v for k, v in packed.items()}
         inputs = tokens.pad(
             indices,
             pad_id=int(self.tokenizer.pad_token_id),
@@ -101,11 +107,17 @@ class BiEncoder(nn.Module):
 
     def embed(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Embeddings of padded inputs (``input_ids``, ``attention_mask``), differentiable."""
+        if unpadded.is_packed(inputs):
+            states = unpadded.packed_states(self.backbone, inputs)
+            return self.finish(unpadded.pool_packed(states, inputs, self.config.pooling))
         hidden = self.token_states(inputs)
         return self.finish(pool(hidden, inputs["attention_mask"], self.config.pooling))
 
     def token_states(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The backbone's last hidden states [B, T, H] of padded inputs."""
+        """The backbone's last hidden states [B, T, H] of padded (or packed) inputs."""
+        if unpadded.is_packed(inputs):
+            states = unpadded.packed_states(self.backbone, inputs)
+            return unpadded.repad_states(states, inputs, self.tokenizer.padding_side == "left")
         return self.backbone(**inputs).last_hidden_state
 
     def finish(self, embeddings: torch.Tensor) -> torch.Tensor:

@@ -52,6 +52,9 @@ class ModelConfig(StrictModel):
     # Attention kernel passed to transformers (None: its default, "sdpa" for most encoders;
     # "flash_attention_2" when the flash-attn package is installed).
     attn_implementation: str | None = None
+    # Padding-free chunks: the texts of a chunk packed into one sequence, attention kept
+    # within each text (dualview.models.unpadded; BERT/RoBERTa/XLM-R backbones).
+    unpadded: bool = False
     # Decoder-only retrievers (dualview.models.decoder): append the tokenizer's EOS to every
     # text and pad on the left (None: when pooling is last_token and the tokenizer has an
     # EOS token; encoder tokenizers without one already end texts with [SEP] and pad right).

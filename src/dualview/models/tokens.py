@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
 import torch
+
+from dualview.models.token_ids import token_ids
 
 #: Padded lengths are rounded up to a multiple of this (tensor-core friendly shapes).
 PAD_MULTIPLE = 8
@@ -39,9 +43,9 @@ class TokenizedTexts:
 
     @classmethod
     def from_lists(cls, sequences: Sequence[Sequence[int]]) -> TokenizedTexts:
-        lengths = torch.tensor([len(s) for s in sequences], dtype=torch.int64)
-        flat = [token for s in sequences for token in s]
-        return cls(torch.tensor(flat, dtype=torch.int32), lengths)
+        counts = [len(s) for s in sequences]
+        flat = np.fromiter(chain.from_iterable(sequences), dtype=np.int32, count=sum(counts))
+        return cls(torch.from_numpy(flat), torch.tensor(counts, dtype=torch.int64))
 
     @property
     def offsets(self) -> torch.Tensor:
@@ -110,11 +114,4 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTex
     """Token ids of ``texts`` (special tokens added, truncated to ``max_length``), unpadded."""
     if not texts:
         return TokenizedTexts.from_lists([])
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=max_length,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    return TokenizedTexts.from_lists(encoded["input_ids"])
+    return TokenizedTexts.from_lists(token_ids(tokenizer, texts, max_length))

@@ -223,6 +223,8 @@ def _chunk_rows(share: _Share, chunk: list[int], device: torch.device) -> torch.
 
 
 def _padded_tokens(model: BiEncoder, share: _Share) -> int:
+    if model.config.unpadded:  # packed chunks: no padding
+        return int(share.tokens.lengths[share.lo : share.hi].sum())
     limit = model.max_length(share.kind)
     return sum(
         len(chunk) * padded_width(int(share.tokens.lengths[chunk].max()), limit)

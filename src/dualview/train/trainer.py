@@ -43,9 +43,9 @@ from dualview.perf import (
     ThroughputMeter,
     cuda_half_precision,
     current_device_name,
-    encoder_flops,
     peak_memory_gib,
     peak_tflops,
+    training_flops,
 )
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
@@ -337,9 +337,9 @@ class Trainer:
             documents += stats.documents
             queries += stats.queries
             tokens += stats.tokens
-            passes = 4 if stats.gradcache else 3  # no-grad pass + re-forward + backward
-            flops = encoder_flops(self.shape, stats.lengths, passes=passes)
-            self.meter.add(stats.tokens, flops, stats.padded_tokens)
+            # MFU counts forward + backward; HFU adds GradCache's no-grad pass (dualview.perf)
+            flops, hardware = training_flops(self.shape, stats.lengths, stats.gradcache)
+            self.meter.add(stats.tokens, flops, stats.padded_tokens, hardware)
             state.epoch, state.batch_index = position.epoch, position.batch_index
         self._apply_update()
         state.step += 1
@@ -354,7 +354,7 @@ class Trainer:
             "queries": queries,
             "documents_encoded": documents,
             "tokens": tokens,
-            **speed,  # this process: tokens_per_s, tflops, mfu (None on CPU), padding
+            **speed,  # this process: tokens_per_s, (hw_)tflops, mfu, hfu (None on CPU), padding
             "peak_memory_gib": round(memory, 2) if memory is not None else None,
         }
 
@@ -438,6 +438,8 @@ def step_line(record: dict[str, Any], total_steps: int) -> str:
     )
     if record.get("mfu") is not None:
         line += f" MFU {100 * record['mfu']:.1f}%"
+    if record.get("hfu") is not None and record["hfu"] != record.get("mfu"):
+        line += f" (HFU {100 * record['hfu']:.1f}%)"
     if record.get("peak_memory_gib") is not None:
         line += f" mem {record['peak_memory_gib']:.1f} GiB"
     return line
