@@ -11,9 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dualview.cli import options
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.report.table import BEST_SEPARATOR
+from dualview.synth.estimate import Estimate, finish
 
 console = Console(stderr=True)
 
@@ -26,7 +28,10 @@ def register(app: typer.Typer) -> None:
 
 def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML.")],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the plan and the LLM stages' estimated cost only."),
+    ] = False,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override key.path=value.")
     ] = None,
@@ -38,10 +43,17 @@ def run(
             "not rerun (e.g. the LLM stages of a seed sweep's first run).",
         ),
     ] = None,
+    price: options.PricePerMtok = None,
+    tokens_per_s: options.ServerTokensPerS = None,
 ) -> None:
     """Run an experiment: every stage cached by its inputs, resumable after a kill."""
     exp = load_experiment(experiment, overrides)
-    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from)
+
+    def show_costs(estimates: list[Estimate]) -> None:
+        for estimate in estimates:
+            typer.echo("\n".join(finish(estimate, price, tokens_per_s).lines()))
+
+    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from, costs=show_costs)
     if not dry_run and "report" in outputs:
         _show_report(outputs["report"])
 
