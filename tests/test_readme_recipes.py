@@ -145,7 +145,7 @@ def _prepare(root: Path, args: list[str]) -> list[str]:
         write_jsonl(root / "out.jsonl", dvs)
         write_jsonl(root / "dv.jsonl", [r for r in dvs if r.view == "dv"])
         write_jsonl(root / "orig.jsonl", [r for r in dvs if r.view == "orig"] + records)
-    if args[0] in ("seed", "synth", "verify", "poison"):
+    if args[0] in ("seed", "synth", "verify", "poison") and "--estimate" not in args:
         return [*args, "--estimate"]
     if args[0] == "run" and "--dry-run" not in args:
         return [*args, "--dry-run"]

@@ -96,3 +96,28 @@ def test_cli_estimate_prints_figures_and_writes_nothing(tmp_path: Path) -> None:
     assert "LLM call(s)" in result.stdout and APPROX_LABEL in result.stdout
     assert "cost" in result.stdout and "server time" in result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_dry_run_estimates_every_llm_stage(tmp_path: Path) -> None:
+    config = Path(__file__).parents[1] / "configs" / "experiments" / "gold-cpu-llm.yaml"
+    result = run_cli("run", str(config), "--dry-run", "--set", f"run_dir={tmp_path / 'run'}",
+                     "--set", "synthesis.limit=10", "--price-per-mtok", "1,2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # 10 gold orig records reversed; each dual view judged with its orig: 2 calls per unit
+    assert "estimate for reverse: 10 unit(s), 10 LLM call(s)" in result.stdout
+    assert "estimate for verify: 10 unit(s), 20 LLM call(s)" in result.stdout
+    assert result.stdout.count("cost") == 2
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_tokenizer_counts_when_the_model_loads_offline() -> None:
+    from dualview.resources import embedded_encoder_path
+    from dualview.synth.backends.base import BackendConfig
+
+    folder = str(embedded_encoder_path())  # a local tokenizer (no chat template)
+    counter = TokenCounter.for_backend(BackendConfig(kind="openai", model=folder))
+    assert counter.label == f"tokenizer of {folder}"
+    assert counter.text("tides and the moon") == 4  # word pieces, no special tokens
+    assert counter.prompt([{"role": "user", "content": "tides and the moon"}]) == 6  # [CLS] [SEP]
+    unknown = TokenCounter.for_backend(BackendConfig(kind="openai", model="no/such-model"))
+    assert unknown.label == APPROX_LABEL

@@ -69,8 +69,10 @@ class TokenCounter:
 
         def prompt(messages: Messages) -> int:
             if getattr(tokenizer, "chat_template", None):
-                ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-                return len(ids)
+                text = tokenizer.apply_chat_template(
+                    messages, add_generation_prompt=True, tokenize=False
+                )
+                return len(tokenizer.encode(text, add_special_tokens=False))
             return sum(len(tokenizer.encode(m["content"])) for m in messages)
 
         def text(answer: str) -> int:
@@ -165,9 +167,13 @@ class Estimate:
             f"({self.shared_prefix_tokens:,}; reusable by a prefix cache)",
         ]
         if self.cost is not None:
-            out.append(f"  cost              {self.cost:,.2f} (at the given price per M tokens)")
+            digits = 2 if self.cost >= 1 else 4
+            out.append(
+                f"  cost              {self.cost:,.{digits}f} (at the given prices per M tokens)"
+            )
         if self.server_hours is not None:
-            out.append(f"  server time       {self.server_hours:,.2f} h")
+            hours = self.server_hours
+            out.append(f"  server time       {hours:,.2f} h ({hours * 60:,.1f} min)")
         return out
 
 
