@@ -64,20 +64,22 @@ def _difference_panel(ax, comparisons: list[PairedComparison]) -> None:
             capsize=4,
             markersize=7,
         )
-        ax.annotate(
+        ax.annotate(  # right of the CI, clear of the marker and the zero line
             f"{c.diff:+.2f}{' *' if c.significant else ''}",
-            (c.diff, y),
-            xytext=(0, 7),
+            (c.ci_high, y),
+            xytext=(5, 0),
             textcoords="offset points",
-            ha="center",
+            ha="left",
+            va="center",
             fontsize=8,
             color=color,
         )
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(comparisons)), labels, fontsize=8)
     ax.set_ylim(len(comparisons) - 0.5, -0.7)
-    ax.margins(x=0.15)
+    ax.margins(x=0.2)
     ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel("difference (metric points)", fontsize=8)
 
 
 def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | None:
@@ -97,7 +99,10 @@ def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | N
         ax.set_title(f"{metric}: arm - control", fontsize=10)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    fig.suptitle("Paired differences with 95% bootstrap CI (filled, * = p < 0.05)", fontsize=10)
+    holm = " after Holm" if any(c.p_holm is not None for c in comparisons) else ""
+    fig.suptitle(
+        f"Paired differences, 95% bootstrap CI; filled and * = p < 0.05{holm}", fontsize=10
+    )
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
