@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dualview.config import load_config
+from dualview.report.collect import read_loss_log
 from dualview.train.config import TrainConfig
 from dualview.train.config_drift import config_changes, flatten, snapshot
 from dualview.train.trainer import train
@@ -99,8 +100,6 @@ def test_allowed_change_is_recorded_in_log_and_manifests(finished_run) -> None:
     for path in (out / "config_changes.json", out / "model" / "config_changes.json"):
         assert json.loads(path.read_text()) == events
     # the report's loss curve still reads every step and skips the event line
-    from dualview.report.collect import read_loss_log
-
     assert [s for s, _ in read_loss_log(out / "train_log.jsonl")] == [1, 2, 3, 4]
 
 
@@ -114,3 +113,16 @@ def test_flatten_and_snapshot_hash_only_existing_files(tmp_path) -> None:
         {"data": {"train_file": str(FIXTURE)}, "output_dir": str(tmp_path)}
     )
     assert list(snapshot(config)["file_sha256"]) == ["data.train_file"]
+
+
+def test_checkpoint_without_snapshot_is_not_compared(tmp_path, capsys) -> None:
+    from dualview.train.config_drift import check_resume
+
+    old = tmp_path / "checkpoints" / "step-00000002"
+    old.mkdir(parents=True)
+    (old / "state.json").write_text('{"step": 2, "epoch": 0, "batch_index": 2}')
+    config = TrainConfig.model_validate(
+        {"data": {"train_file": str(FIXTURE)}, "output_dir": str(tmp_path)}
+    )
+    assert check_resume(config, old, allow=False)["changes"] == []
+    assert "was not compared" in capsys.readouterr().out

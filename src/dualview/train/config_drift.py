@@ -123,8 +123,13 @@ def check_resume(
     Raises `ConfigChanged` listing ``key: old -> new`` when they differ and ``allow`` is
     false. When allowed, the main process records the changes (see module docstring).
     """
-    saved = load_snapshot(checkpoint) if checkpoint is not None else None
+    if checkpoint is None:
+        return snapshot(config)
+    saved = load_snapshot(checkpoint)
     if saved is None:
+        if main:
+            print(f"{checkpoint} has no {SNAPSHOT_FILE} (an older dualview wrote it): "
+                  "the config was not compared", flush=True)  # fmt: skip
         return snapshot(config)
     changes = config_changes(saved, config)
     history = list(saved.get("changes", []))
