@@ -71,6 +71,8 @@ def test_moved_data_file_is_not_a_change_but_edited_one_is(finished_run, tmp_pat
     moved = tmp_path / "elsewhere.jsonl"
     shutil.copy(current.data.train_file, moved)
     assert config_changes(saved, current.model_copy(update={"output_dir": tmp_path})) == []
+    operational = ["data.num_workers=2", "log_every=3", "checkpoint_every=7", "tracking=none"]
+    assert config_changes(saved, load_config(TrainConfig, config, operational)) == []
     moved_config = load_config(TrainConfig, config, [f"data.train_file={moved}"])
     assert config_changes(saved, moved_config) == []
     with moved.open("a", encoding="utf-8") as handle:  # same path, other content: a change

@@ -7,7 +7,9 @@ latest checkpoint's:
 
 - a key whose value differs is a change (``old -> new``);
 - a path that only moved is not: the old and new paths name files with the same sha256;
-- ``output_dir`` never counts, since the checkpoint is read from the folder given now.
+- keys that change how the run is carried out, not what it computes, never count
+  (``IGNORED_KEYS``: ``output_dir``, where the checkpoint is read from; loader workers and
+  prefetch; logging, checkpoint and tracking settings).
 
 Changes stop the resume (`ConfigChanged`, exit 2) unless they are allowed
 (``--allow-config-change``); allowed changes are printed, written as one line to
@@ -30,7 +32,20 @@ from dualview.train.config import TrainConfig
 
 SNAPSHOT_FILE = "config.json"
 CHANGES_FILE = "config_changes.json"
-IGNORED_KEYS = frozenset({"output_dir"})
+# Keys that change how a run is carried out, not what it computes (the resume test shows the
+# same weights with any number of loader workers): never a change. ``output_dir`` is where the
+# checkpoint was just read from.
+IGNORED_KEYS = frozenset(
+    {
+        "output_dir",
+        "data.num_workers",
+        "data.prefetch_batches",
+        "log_every",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "tracking",
+    }
+)
 
 
 class ConfigChanged(ConfigError):
@@ -81,8 +96,10 @@ def snapshot(config: TrainConfig, history: list[dict[str, Any]] | None = None) -
     }
 
 
-def save_snapshot(folder: Path, data: dict[str, Any]) -> None:
-    atomic_write_json(folder / SNAPSHOT_FILE, data)
+def save_snapshot(staging: Path, data: dict[str, Any]) -> None:
+    """Write the snapshot into a checkpoint's staging folder (renamed into place whole once
+    complete, like its ``state.json``, so a plain write is enough and adds no fault point)."""
+    (staging / SNAPSHOT_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
 def load_snapshot(checkpoint: Path) -> dict[str, Any] | None:
