@@ -257,9 +257,7 @@ def encode_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 def padding_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """Padding share of encode batches and of GradCache chunks, padded and packed
     (`dualview.models.unpadded.pack`: the positions the model runs on)."""
-    from dualview.train.model import tokenize_texts
-    from dualview.train.tokens import padded_width, plan_chunks
-
+    from dualview.models.tokens import padded_width, plan_chunks, tokenize_texts
     from dualview.train import unpadded
 
     model = load_model(args.max_length)
@@ -286,10 +284,10 @@ def packed_vs_padded(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     ``kind`` texts (one thread; eval mode, so both paths compute the same function),
     padded against packed (`model.unpadded`); alternating rounds, best of 3."""
     import torch
-    from dualview.train.model import BiEncoder
-    from dualview.train.tokens import plan_chunks
 
-    from dualview.train.config import ModelConfig
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
+    from dualview.models.tokens import plan_chunks
 
     texts = case_texts(kind, args.packed_texts)
     models = {
@@ -343,12 +341,11 @@ def training_parts(work: Path, args: argparse.Namespace) -> tuple[Any, Any, Any,
     """``(stream, prepare, null bi-encoder, loss)`` as the trainer builds them."""
     import functools
 
-    from dualview.train.losses import RelationInfoNCE
-    from dualview.train.model import BiEncoder
-
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
     from dualview.train.batching import BatchStream
-    from dualview.train.config import ModelConfig
     from dualview.train.loader import BatchTokenizer
+    from dualview.train.objectives import RelationInfoNCE
     from dualview.train.step import text_groups
     from dualview.train.trainer import load_training_records
 
@@ -387,7 +384,8 @@ def tokenize_compare(tokenizer: Any, texts: list[str], max_length: int, rounds: 
     Python flattening (as before `dualview.models.token_ids`) against `tokenize_texts`, in
     alternating rounds; best of ``rounds``."""
     import torch
-    from dualview.train.model import tokenize_texts
+
+    from dualview.models.tokens import tokenize_texts
 
     def ordinary() -> Any:
         ids = tokenizer(

@@ -47,6 +47,18 @@ def test_broken_line_gives_located_error_and_exit_2(tmp_path):
     assert validate.returncode == 2 and f"{path}:3:" in validate.stderr
 
 
+def test_zero_width_query_fails_validate_with_located_error(tmp_path):
+    good = make_record("a").to_json_dict()
+    bad = make_record("b").to_json_dict()
+    bad["query"] = "\u200b\u200b"
+    path = tmp_path / "zw.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (good, bad)) + "\n", encoding="utf-8")
+    result = run_cli("data", "validate", str(path))
+    assert result.returncode == 2
+    assert f"{path}:2:" in result.stderr and "query" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_skip_invalid_writes_rejects(tmp_path):
     path = _broken_file(tmp_path)
     out = tmp_path / "out.jsonl"

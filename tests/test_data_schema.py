@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from dualview.data.schema import Document, Record, content_id
+from dualview.data.schema import Document, Record, content_id, is_blank
 from tests.helpers import doc, make_record
 
 
@@ -50,3 +50,39 @@ def test_negatives_order_and_json_roundtrip():
     again = Record.model_validate(record.to_json_dict())
     assert again == record
     assert "meta" not in make_record().to_json_dict()
+
+
+INVISIBLE = ["\u200b", "\u200c\u200d", "\u2060", "\ufeff", "\u00ad", "\u3164", "\u2800",
+             " \u00a0\u3000\t\n", "\u200e\u202f", "\x00"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", INVISIBLE)
+def test_invisible_text_counts_as_blank(text):
+    assert is_blank(text)
+    assert is_blank("")
+
+
+@pytest.mark.parametrize("text", ["a", "\u200bx\u200b", "0", "\u00e9", "\u4e2d", "-", "\U0001f600"])
+def test_visible_text_is_not_blank(text):
+    assert not is_blank(text)
+
+
+@pytest.mark.parametrize("text", INVISIBLE)
+@pytest.mark.parametrize("field", ["query", "instruction", "positives", "hard_negatives"])
+def test_invisible_fields_are_rejected_like_empty_ones(field, text):
+    data = make_record().model_dump()
+    if field in ("positives", "hard_negatives"):
+        data[field] = [{"id": "z9", "title": "", "text": text}]
+        fragment = "document text is empty"
+    else:
+        data[field] = text
+        fragment = f"{field} is empty" if field == "query" else "non-empty instruction"
+    with pytest.raises(ValidationError) as info:
+        Record.model_validate(data)
+    assert fragment in str(info.value)
+
+
+def test_zero_width_text_with_a_visible_character_is_kept():
+    data = make_record().model_dump()
+    data["query"] = "\u200bwhat causes tides\u200b"
+    assert Record.model_validate(data).query == data["query"]

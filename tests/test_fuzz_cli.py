@@ -630,9 +630,18 @@ def test_subprocess_sample(case_id: str, env, tmp_path: Path) -> None:
           _arg_of(target, argv))  # fmt: skip
 
 
+MATRIX = (25, 39, 15, 457)  # commands, path arguments, hostile inputs, cases
+
+
 def test_matrix_size() -> None:
-    """Print N commands x M inputs = K cases (the figure quoted in docs and reports)."""
+    """N commands, M path arguments x K inputs = C cases, pinned, and the same figure in
+    docs/architecture.md: a new command or input changes MATRIX and the docs together."""
     commands = {t.name.split(":")[0] for t in TARGETS}
-    print(f"\nfuzz matrix: {len(commands)} commands, {len(TARGETS)} path arguments x "
-          f"{len(INPUTS)} inputs = {len(CASES)} cases")  # fmt: skip
-    assert len(CASES) >= 200
+    size = (len(commands), len(TARGETS), len(INPUTS), len(CASES))
+    print(f"\nfuzz matrix: {size[0]} commands, {size[1]} path arguments x "
+          f"{size[2]} inputs = {size[3]} cases")  # fmt: skip
+    assert size == MATRIX
+    docs = Path(__file__).parents[1] / "docs" / "architecture.md"
+    quoted = " ".join(docs.read_text(encoding="utf-8").split())
+    n, m, k, c = MATRIX
+    assert f"{n} commands, {m} path arguments x {k} hostile inputs = {c} cases" in quoted

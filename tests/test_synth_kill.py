@@ -103,15 +103,16 @@ def test_sigkilled_runs_resume_to_the_uninterrupted_result(tmp_path: Path) -> No
         kills_mid_run = 0
         targets = sorted(rng.sample(range(30, 440), 4))
         for target in [0, *targets]:
+            sent = server.requests
             process = subprocess.Popen(cli(source, out, server.base_url), env=env)
-            if target == 0:
-                time.sleep(rng.uniform(0.2, 0.8))
-            else:
-                deadline = time.monotonic() + 60
-                while cache_lines(cache) < target and process.poll() is None:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.005)
-                time.sleep(rng.uniform(0, 0.05))
+            deadline = time.monotonic() + 60
+            # Kill points are events: the first request in flight (target 0), then a number
+            # of units cached; each waited for, whatever the machine's speed.
+            while process.poll() is None and (
+                server.requests == sent if target == 0 else cache_lines(cache) < target
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 kills_mid_run += target > 0

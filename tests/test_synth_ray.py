@@ -102,17 +102,24 @@ def expected_outcomes(records) -> dict[str, int]:
 
 
 def kill_a_worker_after(server: StubServer, requests: int) -> None:
-    """SIGKILL the pid of one Ray worker busy on a map task once ``server`` saw requests."""
+    """SIGKILL the pid of one Ray worker busy on a map task once ``server`` saw requests.
+
+    Only a descendant of this process qualifies (the cluster fixture's ``ray.init`` starts
+    the raylet, which starts the workers): a Ray job of someone else on the host is never hit.
+    """
     import psutil
 
     start = server.requests
     deadline = time.monotonic() + 60
     while server.requests - start < requests and time.monotonic() < deadline:
         time.sleep(0.005)
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        title = " ".join(process.info["cmdline"] or [])
+    for process in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            title = " ".join(process.cmdline())
+        except psutil.Error:  # ended meanwhile
+            continue
         if title.startswith("ray::") and "Map" in title:
-            os.kill(process.info["pid"], signal.SIGKILL)
-            threading.current_thread().victim = process.info["pid"]  # type: ignore[attr-defined]
+            os.kill(process.pid, signal.SIGKILL)
+            threading.current_thread().victim = process.pid  # type: ignore[attr-defined]
             return
     threading.current_thread().victim = None  # type: ignore[attr-defined]

@@ -186,18 +186,43 @@ def test_requests_per_minute_limit_paces_calls(tmp_path: Path) -> None:
     assert elapsed >= 0.9  # 40 calls at 20/s with 20 allowed at once
 
 
-def test_token_limit_books_estimates_and_corrects() -> None:
-    async def scenario() -> float:
-        limits = Limits(tokens_per_minute=6000)  # 100 tokens/s
-        started = time.monotonic()
-        booked = await limits.before_call("x" * 400, max_tokens=100)  # 200 booked
-        limits.after_call(booked, used=50)  # gives 150 back
-        await limits.before_call("x" * 400, max_tokens=100)
-        await limits.before_call("x" * 400, max_tokens=100)
-        return time.monotonic() - started
+class FakeClock:
+    """``time.monotonic`` and ``asyncio.sleep`` for `dualview.synth.limits`: sleeping advances
+    the clock by exactly the delay asked, so waits are counted, not timed."""
 
-    elapsed = asyncio.run(scenario())
-    assert 2.0 <= elapsed < 3.5  # (50 + 200 + 200 - 100 burst) / 100 per s ~ 2.5 s
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += delay
+        await asyncio.sleep(0)
+
+
+def test_token_limit_books_estimates_and_corrects(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dualview.synth import limits as limits_module
+
+    clock = FakeClock()
+    monkeypatch.setattr(limits_module, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(
+        limits_module, "asyncio", types.SimpleNamespace(Lock=asyncio.Lock, sleep=clock.sleep)
+    )
+
+    async def scenario() -> None:
+        limits = Limits(tokens_per_minute=6000)  # 100 tokens/s
+        booked = await limits.before_call("x" * 400, max_tokens=100)  # 100 + 100 = 200 booked
+        assert booked == 200
+        limits.after_call(booked, used=50)  # gives 150 back: next slot at 0.5 s
+        await limits.before_call("x" * 400, max_tokens=100)  # waits 0.5 s; next at 2.5 s
+        await limits.before_call("x" * 400, max_tokens=100)  # waits 2.0 s
+
+    asyncio.run(scenario())
+    assert clock.sleeps == pytest.approx([0.5, 2.0])
+    assert clock.now - 1000.0 == pytest.approx(2.5)
 
 
 def test_backoff_and_retry_after_helpers() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from dualview.train.tokens import TokenizedTexts
 from transformers import AutoTokenizer
 
 from dualview.models.token_ids import token_ids
+from dualview.models.tokens import TokenizedTexts
 from dualview.resources import resolve_model_path
 
 TEXTS = [

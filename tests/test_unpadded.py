@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from dualview.train.losses import RelationInfoNCE
-from dualview.train.model import BiEncoder
 
 from dualview.data.schema import Document, Record
 from dualview.errors import ConfigError
+from dualview.models.bi_encoder import BiEncoder
+from dualview.models.config import ModelConfig
 from dualview.train import unpadded
 from dualview.train.batching import build_batch
-from dualview.train.config import ModelConfig
+from dualview.train.objectives import RelationInfoNCE
 from dualview.train.step import Chunking, contrastive_step
 
 TEXTS = [

@@ -46,3 +46,26 @@ def split_devices(devices: str | None) -> list[str] | None:
     if devices is None:
         return None
     return [d.strip() for d in devices.split(",") if d.strip()] or None
+
+
+Estimate = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="Print the LLM calls, prompt/completion tokens and shared-prefix share the job "
+        "would use, then stop (nothing sent, nothing written).",
+    ),
+]
+PricePerMtok = Annotated[
+    str | None,
+    typer.Option(
+        "--price-per-mtok", help="IN,OUT: price per million prompt and completion tokens."
+    ),
+]
+ServerTokensPerS = Annotated[
+    float | None,
+    typer.Option(
+        "--server-tokens-per-s",
+        help="Tokens (prompt + completion) the server handles per second: server hours.",
+    ),
+]

@@ -11,11 +11,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dualview.cli import options
 from dualview.errors import DualviewError
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.sweep import load_sweep, run_sweep
 from dualview.report.table import BEST_SEPARATOR
+from dualview.synth.estimate import Estimate, finish
 
 console = Console(stderr=True)
 
@@ -28,7 +30,10 @@ def register(app: typer.Typer) -> None:
 
 def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML.")],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the plan and the LLM stages' estimated cost only."),
+    ] = False,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override key.path=value.")
     ] = None,
@@ -40,6 +45,8 @@ def run(
             "not rerun (e.g. the LLM stages of a seed sweep's first run).",
         ),
     ] = None,
+    price: options.PricePerMtok = None,
+    tokens_per_s: options.ServerTokensPerS = None,
 ) -> None:
     """Run an experiment: every stage cached by its inputs, resumable after a kill. With a
     `sweep:` block, every arm and seed of the grid, then one report of the whole sweep."""
@@ -54,7 +61,12 @@ def run(
             _print_files(report_sweep(sweep.sweep_dir))
         return
     exp = load_experiment(experiment, overrides)
-    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from)
+
+    def show_costs(estimates: list[Estimate]) -> None:
+        for estimate in estimates:
+            typer.echo("\n".join(finish(estimate, price, tokens_per_s).lines()))
+
+    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from, costs=show_costs)
     if not dry_run and "report" in outputs:
         _show_report(outputs["report"])
 

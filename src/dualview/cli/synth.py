@@ -11,7 +11,8 @@ from rich.console import Console
 
 from dualview.cli import options
 from dualview.config import flag_overrides
-from dualview.synth.jobs import load_job, run_job
+from dualview.synth.estimate import finish
+from dualview.synth.jobs import estimate_job, load_job, run_job
 from dualview.synth.merge import merge_shards
 
 console = Console(stderr=True)
@@ -53,6 +54,9 @@ def _command(command: str):
         engine: options.Engine = None,
         ray_address: options.RayAddress = None,
         overrides: options.Overrides = None,
+        estimate: options.Estimate = False,
+        price: options.PricePerMtok = None,
+        tokens_per_s: options.ServerTokensPerS = None,
     ) -> None:
         flags = {
             "backend.kind": backend,
@@ -69,6 +73,10 @@ def _command(command: str):
         }
         items = flag_overrides(flags)
         job = load_job(task_name, config, items + list(overrides or []))
+        if estimate:
+            figures = finish(estimate_job(task_name, job, source, from_format), price, tokens_per_s)
+            typer.echo("\n".join(figures.lines()))
+            return
         stats = run_job(task_name, job, source, out, from_format)
         _report(stats, out)
 

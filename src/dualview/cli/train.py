@@ -26,13 +26,21 @@ def train_cmd(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from the latest checkpoint in output_dir.")
     ] = False,
+    allow_config_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-config-change",
+            help="With --resume: carry on although the config differs from the checkpoint's "
+            "(the differences are recorded in train_log.jsonl and config_changes.json).",
+        ),
+    ] = False,
 ) -> None:
     """Train as configured; checkpoints and OUTPUT_DIR/model (sentence-transformers folder)."""
     from dualview.hub.model_card import write_model_card  # heavy imports only when training
     from dualview.train.trainer import train
 
     train_config = load_config(TrainConfig, config, sets or [])
-    result = train(train_config, resume=resume)
+    result = train(train_config, resume=resume, allow_config_change=allow_config_change)
     if result.interrupted:
         console.print(f"stopped at step {result.steps}: checkpoint saved, continue with --resume")
         raise typer.Exit(code=143)

@@ -13,6 +13,7 @@ same id everywhere. When a source has no id, `content_id` derives one from the t
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -20,6 +21,25 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 View = Literal["orig", "dv", "plain"]
 VIEWS: tuple[str, ...] = ("orig", "dv", "plain")
 DOC_LISTS: tuple[str, ...] = ("positives", "instruction_negatives", "hard_negatives")
+
+
+# Characters that print as nothing although Unicode files them as letters or symbols
+# (Hangul fillers, the blank braille pattern).
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# Separators (Zs, Zl, Zp), controls (Cc) and format characters (Cf: zero-width space/joiners,
+# word joiner, BOM, soft hyphen, bidi marks, ...).
+_BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: it is empty, or every character is whitespace, a
+    separator, a control or format character (U+200B-U+200D, U+2060, U+FEFF, ...), or one of
+    the few letters that render blank (Hangul fillers, U+2800). Such a text is treated as empty.
+    """
+    return all(
+        ch.isspace() or ch in _INVISIBLE_LETTERS or unicodedata.category(ch) in _BLANK_CATEGORIES
+        for ch in text
+    )
 
 
 def content_id(text: str, title: str = "") -> str:
@@ -48,8 +68,8 @@ class Document(BaseModel):
     @field_validator("text")
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("document text is empty")
+        if is_blank(value):
+            raise ValueError("document text is empty (only whitespace or invisible characters)")
         return value
 
 
@@ -72,8 +92,8 @@ class Record(BaseModel):
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query is empty")
+        if is_blank(value):
+            raise ValueError("query is empty (only whitespace or invisible characters)")
         return value
 
     @field_validator("positives")
@@ -87,8 +107,11 @@ class Record(BaseModel):
     def _check_views_and_ids(self) -> Record:
         if self.view == "dv" and not self.parent_id:
             raise ValueError("parent_id: a dv record must name its orig record in parent_id")
-        if self.view in ("orig", "dv") and not self.instruction.strip():
-            raise ValueError(f"instruction: a {self.view} record needs a non-empty instruction")
+        if self.view in ("orig", "dv") and is_blank(self.instruction):
+            raise ValueError(
+                f"instruction: a {self.view} record needs a non-empty instruction "
+                "(not only whitespace or invisible characters)"
+            )
         seen: dict[str, str] = {}
         for list_name in DOC_LISTS:
             for doc in getattr(self, list_name):

@@ -10,8 +10,10 @@ from rich.table import Table
 
 from dualview.lock import folder_lock
 from dualview.pipeline.build import build_pipeline
+from dualview.pipeline.estimate import estimate_experiment
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.stages import Pipeline, PlannedStage, read_done
+from dualview.synth.estimate import Estimate
 
 STATUS_STYLE = {
     "cached": "green",
@@ -47,17 +49,21 @@ def run_experiment(
     dry_run: bool = False,
     reuse_from: list[Path] | None = None,
     build: Callable[[Experiment, list[Path] | None], Pipeline] = build_pipeline,
+    costs: Callable[[list[Estimate]], None] | None = None,
 ) -> dict[str, Path]:
     """Print the plan, then (unless ``dry_run``) run every stage that is not cached.
 
     ``reuse_from``: other run folders whose finished stages with the same key are copied
     instead of rerun (e.g. the synthesis of a seed sweep's first run). ``build``: what turns
-    the experiment into stages (tests pass a stand-in).
+    the experiment into stages (tests pass a stand-in). ``costs``: on a dry run, receives
+    the estimate of every LLM stage (`dualview.pipeline.estimate`).
     """
     console = console or Console(stderr=True)
     pipeline = build(exp, reuse_from)
     console.print(plan_table(pipeline))
     if dry_run:
+        if costs is not None:
+            costs(estimate_experiment(exp))
         return {p.stage.name: p.out_dir for p in pipeline.plan()}
 
     def on_stage(item: PlannedStage, status: str) -> None:

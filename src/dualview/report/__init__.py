@@ -19,7 +19,12 @@ from dualview.report.compare import (
     significance_markdown,
 )
 from dualview.report.flips import error_analysis
-from dualview.report.plots import loss_curves, metric_bars, pmrr_distributions
+from dualview.report.plots import (
+    difference_plot,
+    loss_curves,
+    metric_bars,
+    pmrr_distributions,
+)
 from dualview.report.table import ConfigResult, to_csv, to_markdown
 
 __all__ = ["ConfigResult", "ReportFiles", "ReportOptions", "write_report"]
@@ -64,14 +69,15 @@ def write_report(
     options = options or ReportOptions()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plots = [
+    markdown = to_markdown(rows, title=title)
+    comparisons = compare_rows(rows, options.comparisons, options.n_resamples, options.seed)
+    plots = [  # the differences first: they are what the report is about
+        difference_plot(comparisons, out / "differences.png"),
         metric_bars(rows, out / "metrics.png"),
         pmrr_distributions(rows, out / "pmrr_per_query.png"),
         loss_curves(rows, out / "loss.png"),
     ]
     made = [p for p in plots if p is not None]
-    markdown = to_markdown(rows, title=title)
-    comparisons = compare_rows(rows, options.comparisons, options.n_resamples, options.seed)
     significance = None
     if comparisons:
         runs = max(row.runs for row in rows)

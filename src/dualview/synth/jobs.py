@@ -20,6 +20,7 @@ from dualview.config import StrictModel, apply_overrides, load_config, validate_
 from dualview.data import formats
 from dualview.errors import ConfigError
 from dualview.synth.backends.base import BackendConfig, SamplingParams
+from dualview.synth.estimate import Estimate, TokenCounter, estimate_task
 from dualview.synth.poison import PoisonConfig, PoisonTask
 from dualview.synth.reverse import ReverseConfig, ReverseTask
 from dualview.synth.runner import RunnerConfig, make_runner
@@ -76,3 +77,22 @@ def run_job(
     reader = formats.get_reader(input_format)
     runner = make_runner(task, job.backend, job.sampling, job.runner)
     return runner.run(lambda: task.units(reader(source)), out, input_label=str(source))
+
+
+def estimate_job(
+    task_name: str,
+    job: JobBase,
+    source: str | Path,
+    input_format: str = "dualview",
+    counter: TokenCounter | None = None,
+) -> Estimate:
+    """What running ``task_name`` over ``source`` would cost (`dualview.synth.estimate`);
+    nothing is sent and nothing written. Priced when the job's runner names prices."""
+    task = build_task(task_name, job)
+    reader = formats.get_reader(input_format)
+    counter = counter or TokenCounter.for_backend(job.backend)
+    estimate = estimate_task(task, reader(source), job.sampling, counter)
+    price_in, price_out = job.runner.price_in_per_million, job.runner.price_out_per_million
+    if price_in is not None or price_out is not None:
+        estimate.price(price_in or 0.0, price_out or 0.0)
+    return estimate

@@ -32,6 +32,9 @@ class StubReply:
     body: str | bytes | None = None  # raw response body instead of a completion object
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    # Answer only once this event is set (a hang that a test ends when it chooses; the
+    # server's loop keeps serving other requests meanwhile).
+    hold: threading.Event | None = None
 
 
 def prompt_of(request: dict[str, Any]) -> str:
@@ -142,6 +145,8 @@ class StubServer:
                 request = json.loads(body or b"{}")
                 reply = self.responder(request)
                 await asyncio.sleep(self._latency() + reply.delay_s)
+                while reply.hold is not None and not reply.hold.is_set():
+                    await asyncio.sleep(0.01)
                 writer.write(self._response(reply, request))
                 await writer.drain()
         writer.close()

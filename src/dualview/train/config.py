@@ -108,5 +108,18 @@ class TrainConfig(StrictModel):
             raise ValueError("must be > 0, 'auto' or null")
         return value
 
+    @model_validator(mode="after")
+    def _gradcache_or_deepspeed(self) -> TrainConfig:
+        # GradCache's two passes (embed without graph, then re-encode chunk by chunk with the
+        # embedding gradients) call backward once per chunk; DeepSpeed's engine counts every
+        # backward as a micro-step, so the two cannot be combined: the config must pick one.
+        if self.deepspeed_config is not None and self.gradcache_chunk_size is not None:
+            raise ValueError(
+                "deepspeed_config: DeepSpeed cannot be combined with GradCache "
+                f"(gradcache_chunk_size: {self.gradcache_chunk_size}); "
+                "add --set gradcache_chunk_size=null (ZeRO then holds the whole batch's graph)"
+            )
+        return self
+
 
 __all__ = ["DataConfig", "LoraSettings", "LossConfig", "ModelConfig", "OptimConfig", "TrainConfig"]

@@ -49,6 +49,7 @@ from dualview.perf import (
 )
 from dualview.progress import make_progress
 from dualview.train import checkpoint as ckpt
+from dualview.train import config_drift as drift
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import OptimConfig, TrainConfig
 from dualview.train.launch import check_launch
@@ -56,6 +57,7 @@ from dualview.train.loader import BatchTokenizer, prepared_batches
 from dualview.train.memory import auto_token_budget
 from dualview.train.objectives import build_objective
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
+from dualview.train.step_log import format_step
 
 LOG_FILE = "train_log.jsonl"
 MODEL_DIR = "model"
@@ -139,8 +141,9 @@ class StopRequested:
 class Trainer:
     """Train a `BiEncoder` as configured; see the module docstring."""
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: TrainConfig, snapshot: dict[str, Any] | None = None) -> None:
         self.config = config
+        self.snapshot = snapshot  # written into every checkpoint (train/config_drift.py)
         self.precision = resolve_precision(config.mixed_precision)
         self.accelerator = self._make_accelerator()
         records = load_training_records(config.data.train_file)
@@ -187,8 +190,6 @@ class Trainer:
         if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             kwargs["cpu"] = True  # several CPU processes (torchrun): accelerate's MULTI_CPU, gloo
         if config.deepspeed_config is not None:
-            if config.gradcache_chunk_size is not None:  # "auto" included
-                raise ConfigError("gradcache_chunk_size cannot be combined with deepspeed_config")
             try:
                 import deepspeed  # noqa: F401
                 from accelerate.utils import DeepSpeedPlugin
@@ -382,7 +383,7 @@ class Trainer:
             return
         log.write(record)
         if record["step"] % self.config.log_every == 0:
-            print(step_line(record, self.total_steps), flush=True)
+            print(format_step(record, self.total_steps), flush=True)
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -394,6 +395,8 @@ class Trainer:
         staging = ckpt.save_checkpoint(
             self.checkpoints, state, self._unwrapped(), self.optimizer, self.scheduler, rank
         )
+        if rank == 0 and self.snapshot is not None:
+            drift.save_snapshot(staging, self.snapshot)
         self.accelerator.wait_for_everyone()
         final = staging
         if self.accelerator.is_main_process:
@@ -429,22 +432,6 @@ class Trainer:
         )
 
 
-def step_line(record: dict[str, Any], total_steps: int) -> str:
-    """One printed line per logged step: loss, learning rate, throughput, MFU, memory."""
-    line = (
-        f"step {record['step']}/{total_steps} loss {record['loss']:.4f} "
-        f"lr {record['lr']:.2e} docs {record['documents_encoded']} "
-        f"tok/s {record['tokens_per_s']:,.0f} TFLOP/s {record['tflops']:.1f}"
-    )
-    if record.get("mfu") is not None:
-        line += f" MFU {100 * record['mfu']:.1f}%"
-    if record.get("hfu") is not None and record["hfu"] != record.get("mfu"):
-        line += f" (HFU {100 * record['hfu']:.1f}%)"
-    if record.get("peak_memory_gib") is not None:
-        line += f" mem {record['peak_memory_gib']:.1f} GiB"
-    return line
-
-
 def truncate_log(path: Path, step: int) -> None:
     """Drop log lines past ``step`` (written after the checkpoint a resume starts from), and
     a torn last line left by a kill."""
@@ -459,13 +446,21 @@ def truncate_log(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(kept))
 
 
-def train(config: TrainConfig, resume: bool = False) -> TrainResult:
+def train(
+    config: TrainConfig, resume: bool = False, allow_config_change: bool = False
+) -> TrainResult:
     """Library entry point: build a `Trainer` and run it.
 
     One training per output folder: the first process (``RANK`` 0, or the only one) holds
     ``OUTPUT_DIR/.dualview.lock`` for the whole run, so a second run on the same folder stops
     at once (exit 2, naming the holder's pid) instead of mixing checkpoints and logs.
+
+    A resume whose config differs from the checkpoint's stops (exit 2) unless
+    ``allow_config_change``; see `dualview.train.config_drift`.
     """
     first = int(os.environ.get("RANK", "0")) == 0
     with folder_lock(config.output_dir, "training folder") if first else nullcontext():
-        return Trainer(config).train(resume=resume)
+        snapshot = drift.start(config, resume, allow_config_change, main=first)
+        result = Trainer(config, snapshot).train(resume=resume)
+        drift.copy_changes(snapshot["changes"], result.model_dir)
+        return result
