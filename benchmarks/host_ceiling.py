@@ -257,8 +257,8 @@ def encode_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 def padding_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """Padding share of encode batches and of GradCache chunks, padded and packed
     (`dualview.models.unpadded.pack`: the positions the model runs on)."""
+    from dualview.models import unpadded
     from dualview.models.tokens import padded_width, plan_chunks, tokenize_texts
-    from dualview.train import unpadded
 
     model = load_model(args.max_length)
     texts = case_texts(kind, args.n_long if kind == "long" else args.n_msmarco)

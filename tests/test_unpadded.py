@@ -16,9 +16,9 @@ import torch
 
 from dualview.data.schema import Document, Record
 from dualview.errors import ConfigError
+from dualview.models import unpadded
 from dualview.models.bi_encoder import BiEncoder
 from dualview.models.config import ModelConfig
-from dualview.train import unpadded
 from dualview.train.batching import build_batch
 from dualview.train.objectives import RelationInfoNCE
 from dualview.train.step import Chunking, contrastive_step
