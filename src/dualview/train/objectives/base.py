@@ -16,8 +16,8 @@ no objective by name. A new objective is one module that subclasses `Objective` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -26,7 +26,6 @@ from dualview.errors import ConfigError
 
 if TYPE_CHECKING:
     from dualview.train.batching import Batch
-    from dualview.train.config import LossConfig
 
 #: Every text group an objective may ask for.
 TEXT_GROUPS = ("queries", "documents", "cross")
@@ -43,7 +42,16 @@ class Objective(nn.Module):
         raise NotImplementedError
 
 
-Factory = Callable[["LossConfig"], Objective]
+class LossSettings(Protocol):
+    """What a factory reads of the ``loss:`` block (`dualview.train.config.LossConfig`)."""
+
+    objective: str
+    temperature: float
+    in_batch_negatives: bool
+    inf_sets: Sequence[str]
+
+
+Factory = Callable[[LossSettings], Objective]
 _REGISTRY: dict[str, Factory] = {}
 
 
@@ -59,7 +67,7 @@ def objective_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build_objective(config: LossConfig) -> Objective:
+def build_objective(config: LossSettings) -> Objective:
     """The objective ``config.objective`` names, built from ``config``."""
     factory = _REGISTRY.get(config.objective)
     if factory is None:

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dualview.train.objectives.base import Objective, register_objective
+from dualview.train.objectives.base import LossSettings, Objective, register_objective
 from dualview.train.objectives.infonce import contrast, full_precision
 
 if TYPE_CHECKING:
     from dualview.train.batching import Batch
-    from dualview.train.config import LossConfig
 
 
 class InfEmbedLoss(Objective):
@@ -114,7 +113,7 @@ class InfEmbedLoss(Objective):
 
 
 def _inf_embed(multivariate: bool):
-    def build(config: LossConfig) -> InfEmbedLoss:
+    def build(config: LossSettings) -> InfEmbedLoss:
         return InfEmbedLoss(config.inf_sets, multivariate, config.temperature)
 
     return build
