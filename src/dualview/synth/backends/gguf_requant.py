@@ -26,7 +26,6 @@ from dualview.synth.backends.gguf import exclusive_lock, writer_tag
 
 # Bump when the conversion changes: copies made by an older converter are not reused.
 REQUANT_VERSION = 1
-_Q8_BLOCK = 32
 _FILE_TYPE_MOSTLY_Q8_0 = 7
 
 
@@ -57,11 +56,9 @@ def _copy_tensors(reader, writer) -> None:  # type: ignore[no-untyped-def]
         if kind in kept:
             writer.add_tensor(tensor.name, tensor.data, raw_shape=tensor.data.shape, raw_dtype=kind)
             continue
+        # Every quantized type's block is a multiple of Q8_0's 32 weights, so rows fit.
         shape = [int(n) for n in reversed(tensor.shape)]  # GGUF lists dims innermost first
         values = quants.dequantize(tensor.data, kind).reshape(shape).astype(np.float32)
-        if shape[-1] % _Q8_BLOCK:
-            writer.add_tensor(tensor.name, values.astype(np.float16))
-            continue
         packed = quants.quantize(values, GGMLQuantizationType.Q8_0)
         writer.add_tensor(
             tensor.name, packed, raw_shape=packed.shape, raw_dtype=GGMLQuantizationType.Q8_0
