@@ -630,7 +630,7 @@ def test_subprocess_sample(case_id: str, env, tmp_path: Path) -> None:
           _arg_of(target, argv))  # fmt: skip
 
 
-MATRIX = (25, 39, 15, 457)  # commands, path arguments, hostile inputs, cases
+MATRIX = (25, 41, 15, 479)  # commands, path arguments, hostile inputs, cases
 
 
 def test_matrix_size() -> None:
