@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dualview.errors import write_error
-from dualview.io.atomic import Row, dump_row
+from dualview.io.atomic import Row, write_row
 from dualview.io.faults import fault_point
 
 
@@ -54,10 +54,7 @@ class AppendJsonlWriter:
         self._handle: TextIO = self.path.open("a", encoding="utf-8")
 
     def write(self, obj: Row) -> None:
-        try:
-            self._handle.write(dump_row(obj))
-        except OSError as exc:
-            raise write_error(self.path, exc) from None
+        write_row(self._handle, self.path, obj)
         self.count += 1
         fault_point(f"append {self.path.name}")
         if self.count % self.sync_every == 0:

@@ -35,6 +35,14 @@ def dump_row(obj: Row) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
 
 
+def write_row(handle: TextIO, path: Path, obj: Row) -> None:
+    """Write ``obj`` as one JSONL line to ``handle``; an OS error names ``path``."""
+    try:
+        handle.write(dump_row(obj))
+    except OSError as exc:
+        raise write_error(path, exc) from None
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` that replaces it only when the block succeeds.
@@ -111,10 +119,7 @@ class AtomicJsonlWriter:
 
     def write(self, obj: Row) -> None:
         assert self._handle is not None, "use AtomicJsonlWriter as a context manager"
-        try:
-            self._handle.write(dump_row(obj))
-        except OSError as exc:
-            raise write_error(self.path, exc) from None
+        write_row(self._handle, self.path, obj)
         self.count += 1
         fault_point(f"record {self.path.name}")
 
