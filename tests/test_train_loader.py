@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,22 @@ def test_a_worker_error_reaches_the_consumer(prepare) -> None:
     broken = Broken(prepare.tokenizer, LENGTHS, prepare.groups_of)
     with pytest.raises(ValueError, match="broken preparation"):
         list(prepared_batches(_stream(), DataPosition(), 1, broken, num_workers=2))
+
+
+def test_stopping_early_joins_the_worker_threads(prepare) -> None:
+    """A consumer that stops mid-run leaves no worker inside the tokenizer: a daemon thread
+    still there when the interpreter finalizes aborts the process (SIGABRT, not 143)."""
+
+    class Slow(BatchTokenizer):
+        def __call__(self, batch):
+            time.sleep(0.3)  # the worker is mid-preparation when the consumer stops
+            return super().__call__(batch)
+
+        def copy(self):
+            return Slow(prepare.tokenizer, LENGTHS, prepare.groups_of)
+
+    slow = Slow(prepare.tokenizer, LENGTHS, prepare.groups_of)
+    batches = prepared_batches(_stream(), DataPosition(), 2, slow, num_workers=2, prefetch=2)
+    next(batches)
+    batches.close()
+    assert not [t for t in threading.enumerate() if t.name == "dualview-batches"]

@@ -18,6 +18,11 @@ after CUDA initialisation, with the progress bar's thread alive, the run stalled
 torch and pickle the record index in every worker.
 
 ``num_workers=0`` does the same work in the training loop, batch by batch.
+
+When the consumer stops early (SIGTERM, an error), the workers are told to stop and joined
+before the generator returns: a daemon thread still inside the tokenizer's Rust code when the
+interpreter finalizes is unwound by ``pthread_exit`` through frames that cannot unwind, and the
+process dies of SIGABRT instead of exiting with its own status.
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ def _plans_of_worker(
 
 
 _DONE = object()
+
+#: Seconds to wait for a stopped worker to finish the batch it is preparing.
+JOIN_TIMEOUT_S = 120.0
 
 
 class _Worker(threading.Thread):
@@ -131,5 +139,12 @@ def prepared_batches(
                     raise item
                 yield item
     finally:
-        for worker in workers:
-            worker.stopped.set()
+        stop_workers(workers)
+
+
+def stop_workers(workers: list[_Worker], timeout: float = JOIN_TIMEOUT_S) -> None:
+    """Tell every worker to stop and wait until each has left its current batch."""
+    for worker in workers:
+        worker.stopped.set()
+    for worker in workers:
+        worker.join(timeout)

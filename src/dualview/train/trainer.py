@@ -19,7 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -249,7 +249,8 @@ class Trainer:
             print(f"training on {self.accelerator.num_processes} process(es)", flush=True)
         start = time.perf_counter()
         self.meter.reset()
-        with StopRequested() as stop, make_progress() as progress:
+        # closing() stops and joins the loader's threads before the process may exit
+        with closing(batches), StopRequested() as stop, make_progress() as progress:
             task = progress.add_task("training", total=self.total_steps, status="")
             progress.update(task, completed=state.step)
             while state.step < self.total_steps:
