@@ -1,0 +1,120 @@
+"""Rerankers: models that read the instruction, the query and a passage together and score them.
+
+Two families implement this contract:
+
+- cross-encoders (``model.kind: cross_encoder``): an encoder with a one-logit scoring head,
+  saved as a sentence-transformers ``CrossEncoder`` folder;
+- LLM rerankers (``model.kind: llm_reranker``): a causal LM whose relevance score is the
+  log-odds of "true" against "false" after a prompt (FollowIR-7B, Rank1), trained with LoRA.
+
+Training and evaluation meet a reranker only through this module:
+
+- `Reranker` is what evaluation needs: `Reranker.score` scores (query, instruction, passage)
+  triples and `Reranker.fingerprint` identifies weights, template and precision (the key of
+  the score cache);
+- `TrainableReranker` is what the training step needs: tokenize pairs, score token ids with
+  gradients, save a folder;
+- a saved reranker folder holds ``dualview_reranker.json`` (`RERANKER_FILE`) naming its
+  ``kind``; `load_reranker` reads any such folder through the loader registered for its kind
+  (`register_reranker_kind`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from dualview.errors import ConfigError
+
+#: The file that marks a saved folder as a dualview reranker: ``{"kind": ..., ...}``.
+RERANKER_FILE = "dualview_reranker.json"
+
+#: Model kinds that rerank (``model.kind`` in a training config); the bi-encoder is the default.
+RERANKER_KINDS = ("cross_encoder", "llm_reranker")
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A model that scores (query, instruction, passage) triples; higher is more relevant."""
+
+    @property
+    def fingerprint(self) -> str:
+        """Weights, template and precision in one string: equal fingerprints, equal scores."""
+        ...
+
+    def score(
+        self,
+        queries: Sequence[str],
+        instructions: Sequence[str],
+        passages: Sequence[str],
+        batch_size: int = 32,
+    ) -> np.ndarray:
+        """Relevance of ``passages[i]`` to ``queries[i]`` under ``instructions[i]``, float32 [n]."""
+        ...
+
+
+@runtime_checkable
+class TrainableReranker(Protocol):
+    """What the training step needs of a reranker (an ``nn.Module``)."""
+
+    def tokenize_pairs(self, query_texts: Sequence[str], passages: Sequence[str]) -> Any:
+        """Token ids of each (query text with its instruction, passage) pair."""
+        ...
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Relevance logits [n] of a padded chunk of pairs, with gradients."""
+        ...
+
+    def save(self, folder: str | Path) -> None:
+        """Write the folder `load_reranker` reads (with `RERANKER_FILE`)."""
+        ...
+
+
+Loader = Callable[[Path, str | None], Reranker]
+_LOADERS: dict[str, Loader] = {}
+
+
+def register_reranker_kind(kind: str, loader: Loader) -> None:
+    """Make `load_reranker` read folders whose `RERANKER_FILE` says ``kind`` with ``loader``
+    (called as ``loader(folder, device)``)."""
+    if kind in _LOADERS:
+        raise ValueError(f"reranker kind {kind!r} is already registered")
+    _LOADERS[kind] = loader
+
+
+def reranker_kind(folder: str | Path) -> str | None:
+    """The ``kind`` a saved folder declares in `RERANKER_FILE`, or None for other folders."""
+    path = Path(folder) / RERANKER_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable reranker description ({exc})") from None
+    kind = info.get("kind") if isinstance(info, dict) else None
+    if not isinstance(kind, str):
+        raise ConfigError(f"{path}: field 'kind': missing; expected one of {RERANKER_KINDS}")
+    return kind
+
+
+def is_reranker(folder: str | Path) -> bool:
+    """True for a folder saved by a dualview reranker."""
+    return reranker_kind(folder) is not None
+
+
+def load_reranker(folder: str | Path, device: str | None = None) -> Reranker:
+    """The reranker saved in ``folder``, ready to score on ``device`` (None: the best one)."""
+    folder = Path(folder)
+    kind = reranker_kind(folder)
+    if kind is None:
+        raise ConfigError(f"{folder}: not a dualview reranker folder (no {RERANKER_FILE})")
+    loader = _LOADERS.get(kind)
+    if loader is None:
+        known = ", ".join(sorted(_LOADERS)) or "none registered"
+        raise ConfigError(f"{folder / RERANKER_FILE}: field 'kind': unknown {kind!r} ({known})")
+    return loader(folder, device)
