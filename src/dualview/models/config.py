@@ -10,6 +10,8 @@ from dualview.config import StrictModel
 
 Pooling = Literal["cls", "mean", "last_token"]
 Interaction = Literal["concat", "cross_attention"]
+#: What is trained: a bi-encoder (embeddings) or a reranker (`dualview.models.reranker`).
+ModelKind = Literal["bi_encoder", "cross_encoder", "llm_reranker"]
 DECODER_LINEAR_LAYERS = (
     "q_proj",
     "k_proj",
@@ -35,8 +37,11 @@ class LoraSettings(StrictModel):
 
 
 class ModelConfig(StrictModel):
-    """The bi-encoder: backbone, pooling and text shaping."""
+    """The model: its kind, backbone, pooling and text shaping."""
 
+    # "bi_encoder" embeds queries and documents apart; "cross_encoder" and "llm_reranker"
+    # read the query with its instruction and one passage together (dualview.models.reranker).
+    kind: ModelKind = "bi_encoder"
     name_or_path: str = "embedded:minilm"
     pooling: Pooling = "mean"
     normalize: bool = True

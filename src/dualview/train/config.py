@@ -16,6 +16,8 @@ from dualview.models.config import LoraSettings, ModelConfig
 
 ViewPolicy = Literal["together", "separate", "random"]
 MarginalSet = Literal["P", "I", "IQ"]
+#: Model kinds the trainer can train (`dualview.models.config.ModelKind`).
+TRAINABLE_KINDS = frozenset({"bi_encoder"})
 
 
 class DataConfig(StrictModel):
@@ -107,6 +109,15 @@ class TrainConfig(StrictModel):
         if isinstance(value, int) and value <= 0:
             raise ValueError("must be > 0, 'auto' or null")
         return value
+
+    @model_validator(mode="after")
+    def _trainable_kind(self) -> TrainConfig:
+        if self.model.kind not in TRAINABLE_KINDS:
+            raise ValueError(
+                f"model.kind: {self.model.kind!r} cannot be trained yet; "
+                f"choose from {sorted(TRAINABLE_KINDS)}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _gradcache_or_deepspeed(self) -> TrainConfig:
