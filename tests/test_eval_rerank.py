@@ -339,3 +339,30 @@ def test_cli_reranks_a_bi_encoders_top_k(tmp_path: Path) -> None:
     # q1: b1 shares two words, first. q2 "car engine": b2 and b3 share one word each, the
     # tie goes to the higher id (b3), so the relevant b2 is second: nDCG 1/log2(3).
     assert payload["metrics"]["nDCG@10"] == pytest.approx((1 + 1 / math.log2(3)) / 2)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        f"beir={FIX / 'beir'}",
+        f"instructir={FIX / 'instructir'}",
+        f"infosearch={FIX / 'infosearch'}",
+        f"mair={FIX / 'mair'}",
+        f"paired={FIX / 'paired'}",
+        "phenomena",
+    ],
+)
+def test_every_first_stage_benchmark_reranks_through_the_first_stage(spec: str) -> None:
+    """Reranking only the top 1 cannot change an order: the metrics are the first stage's,
+    though the reranker scored exactly one passage per ranked query."""
+    bench = load_benchmark(spec)
+    alone = bench.evaluate(EvalContext(first_stage="bm25"))
+    reranker = Overlap(sign=-1.0)
+    ctx = EvalContext(first_stage="bm25", reranker=CachedReranker(reranker, cache=False), top_k=1)
+    reranked = bench.evaluate(ctx)
+    assert reranked.metrics == pytest.approx(alone.metrics, nan_ok=True)
+    assert reranker.calls > 0
+    top2 = Overlap(sign=-1.0)
+    ctx = EvalContext(first_stage="bm25", reranker=CachedReranker(top2, cache=False), top_k=2)
+    bench.evaluate(ctx)
+    assert len(top2.seen) == 2 * len(reranker.seen)  # two passages per query instead of one
