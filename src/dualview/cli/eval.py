@@ -67,7 +67,9 @@ def eval_command(
     query_prompt: Annotated[str | None, typer.Option(help="Literal prompt before queries.")] = None,
     doc_prompt: Annotated[str | None, typer.Option(help="Literal prompt before documents.")] = None,
     backend: Annotated[str, typer.Option(help="Search backend: auto, torch, faiss.")] = "auto",
-    cache: Annotated[bool, typer.Option(help="Use the on-disk embedding cache.")] = True,
+    cache: Annotated[
+        bool, typer.Option(help="Use the on-disk embedding and reranker score caches.")
+    ] = True,
     precision: Precision = "auto",
     devices: Devices = None,
     reranker: Annotated[
