@@ -366,3 +366,78 @@ def test_every_first_stage_benchmark_reranks_through_the_first_stage(spec: str) 
     ctx = EvalContext(first_stage="bm25", reranker=CachedReranker(top2, cache=False), top_k=2)
     bench.evaluate(ctx)
     assert len(top2.seen) == 2 * len(reranker.seen)  # two passages per query instead of one
+
+
+# --- a real sentence-transformers CrossEncoder behind a small adapter ---------------------
+
+
+class CrossEncoderAdapter:
+    """The `Reranker` contract over ``sentence_transformers.CrossEncoder`` (query text =
+    ``query instruction``), counting ``predict`` calls."""
+
+    def __init__(self, folder: Path) -> None:
+        from sentence_transformers import CrossEncoder
+
+        self.model = CrossEncoder(str(folder), device="cpu")
+        self.fingerprint = f"st-cross-encoder:{folder}"
+        self.calls = 0
+
+    def score(self, queries, instructions, passages, batch_size=32) -> np.ndarray:
+        self.calls += 1
+        pairs = [
+            (f"{q} {i}".strip(), p) for q, i, p in zip(queries, instructions, passages, strict=True)
+        ]
+        return self.predict(pairs, batch_size)
+
+    def predict(self, pairs, batch_size=32) -> np.ndarray:
+        out = self.model.predict(pairs, batch_size=batch_size, show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
+
+
+def make_tiny_cross_encoder(folder: Path) -> Path:
+    """A 2-layer, 32-dim BERT with a one-logit head (fixed seed) and MiniLM's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from dualview.resources import embedded_encoder_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_encoder_path()))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+        initializer_range=0.5,  # spread the random scores: no near-ties
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_sentence_transformers_cross_encoder_reranks_and_is_cached(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    adapter = CrossEncoderAdapter(make_tiny_cross_encoder(tmp_path / "ce"))
+    bench = load_benchmark(f"beir={FIX / 'beir'}")
+    corpus, queries = bench.data.corpus, bench.data.queries  # type: ignore[attr-defined]
+    first = retrieve(EvalContext(first_stage="bm25"), queries, corpus, 4)
+    ctx = EvalContext(first_stage="bm25", reranker=CachedReranker(adapter), top_k=3)
+    run = retrieve(ctx, queries, corpus, 4)
+    for qid, docs in first.items():
+        head, tail = ranked(docs)[:3], ranked(docs)[3:]
+        predicted = adapter.predict([(queries[qid], corpus[d].text) for d in head])
+        by_model = [d for _, d in sorted(zip(predicted.tolist(), head, strict=True), reverse=True)]
+        assert ranked(run[qid]) == by_model + tail
+        np.testing.assert_allclose([run[qid][d] for d in head], predicted, rtol=1e-5)
+    calls = adapter.calls
+    again = retrieve(
+        EvalContext(first_stage="bm25", reranker=CachedReranker(adapter), top_k=3),
+        queries,
+        corpus,
+        4,
+    )
+    assert adapter.calls == calls and again == run  # read back from the cache
