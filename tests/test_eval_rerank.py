@@ -142,6 +142,16 @@ def test_bm25_ranks_the_collection_as_it_scores_each_passage() -> None:
         np.testing.assert_allclose(bm25.scores(query), one_by_one, rtol=1e-6)
     scores, rows = bm25.top_k("apple pie", 3)
     assert rows.tolist() == [0, 1, 2] and scores[0] > scores[1] > 0 == scores[2]
+    assert bm25.top_k("apple pie", 2)[1].tolist() == [0, 1]
+    assert bm25.top_k("nothing shared", 2)[1].tolist() == [0, 1]  # all tied: lower rows first
+    assert bm25.top_k("engine", 10)[1].tolist() == [2, 0, 1, 3]
+    rng = np.random.default_rng(0)
+    vocab = ["w" + "abcdefgh"[i] for i in range(8)]
+    many = [Document(id=str(i), text=" ".join(rng.choice(vocab, 5))) for i in range(200)]
+    big = BM25(many)
+    for k in (1, 7, 50, 200):
+        full = np.lexsort((np.arange(200), -big.scores("wa wb wc")))[:k]
+        assert big.top_k("wa wb wc", k)[1].tolist() == full.tolist()
 
 
 # --- the reranked run --------------------------------------------------------------------

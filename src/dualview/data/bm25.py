@@ -88,7 +88,14 @@ class BM25:
         """``(scores, rows)`` of the ``k`` best passages, best first (ties: lower row first)."""
         scores = self.scores(query)
         k = min(k, self.n)
-        order = np.lexsort((np.arange(self.n), -scores))[:k]
+        if k <= 0:
+            return scores[:0], np.zeros(0, dtype=np.int64)
+        if k < self.n:  # every passage scoring at least the k-th best, ties at the cut included
+            kth = -np.partition(-scores, k - 1)[k - 1]
+            rows = np.flatnonzero(scores >= kth)
+        else:
+            rows = np.arange(self.n)
+        order = rows[np.lexsort((rows, -scores[rows]))][:k]
         return scores[order], order
 
 
