@@ -301,6 +301,8 @@ def test_bad_reranker_folders_and_combinations_fail_before_any_work(tmp_path: Pa
         evaluate(["embedded:minilm"], spec, tmp_path / "o", rerank=RerankSettings([], "bm25"))
     with pytest.raises(DualviewError, match="name at least one MODEL"):
         evaluate([], spec, tmp_path / "o", rerank=RerankSettings([Overlap()], "model"))
+    with pytest.raises(DualviewError, match="two rerankers named 'Overlap'"):
+        evaluate([], spec, tmp_path / "o", rerank=RerankSettings([Overlap(), Overlap(-1)], "bm25"))
     with pytest.raises(DualviewError, match="top-k"):
         evaluate([], spec, tmp_path / "o", rerank=RerankSettings([Overlap()], "bm25", 0))
     assert not (tmp_path / "o").exists()

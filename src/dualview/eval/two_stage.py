@@ -70,6 +70,10 @@ class RerankSettings:
             )
         if self.first_stage == "candidates" and not self.rerankers:
             raise DualviewError("first stage 'candidates' needs a --reranker")
+        names = [reranker_name(item) for item in self.rerankers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise DualviewError(f"two rerankers named {twice[0]!r}: their results would collide")
         for item in self.rerankers:
             if isinstance(item, str):
                 check_reranker_folder(item)
