@@ -453,3 +453,13 @@ def test_a_sentence_transformers_cross_encoder_reranks_and_is_cached(
         4,
     )
     assert adapter.calls == calls and again == run  # read back from the cache
+
+
+def test_bm25_alone_is_a_column_of_its_own(tmp_path: Path) -> None:
+    pairs = write_pairs(tmp_path / "pairs")
+    summary = evaluate([], [f"paired={pairs}"], tmp_path / "out", rerank=RerankSettings([], "bm25"))
+    assert summary.models == ["bm25"]
+    assert summary.values["bm25"]["paired"]["p-MRR"] == pytest.approx(50.0)  # as worked out
+    payload = json.loads((tmp_path / "out" / "bm25" / "paired.json").read_text())
+    assert payload["rerank"]["reranker"] is None and payload["rerank"]["top_k"] is None
+    assert payload["rerank"]["first_stage"]["fingerprint"] == "bm25:k1=1.2:b=0.75"
