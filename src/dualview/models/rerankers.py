@@ -7,11 +7,13 @@ line below makes the kind known wherever rerankers are loaded.
 
 from __future__ import annotations
 
+from dualview.models import cross_encoder  # noqa: F401  (registers "cross_encoder")
 from dualview.models.reranker import (
     RERANKER_FILE,
     RERANKER_KINDS,
     Reranker,
     TrainableReranker,
+    build_reranker,
     is_reranker,
     load_reranker,
     reranker_kind,
@@ -22,6 +24,7 @@ __all__ = [
     "RERANKER_KINDS",
     "Reranker",
     "TrainableReranker",
+    "build_reranker",
     "is_reranker",
     "load_reranker",
     "reranker_kind",
