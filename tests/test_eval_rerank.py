@@ -535,3 +535,55 @@ def test_dualview_eval_reranks_with_a_saved_cross_encoder(tmp_path: Path, monkey
     assert set(cli) == {"paired", "followir"}
     for label, metrics in cli.items():
         assert summary.values["counting@bm25"][label] == pytest.approx(metrics)
+
+
+# --- the score cache under faults ---------------------------------------------------------
+
+
+class Failing(Overlap):
+    """Overlap that raises on its ``fail_at``-th call (a kill in the middle of reranking)."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def score(self, queries, instructions, passages, batch_size=32) -> np.ndarray:
+        if self.calls + 1 == self.fail_at:
+            self.calls += 1
+            raise KeyboardInterrupt
+        return super().score(queries, instructions, passages, batch_size)
+
+
+def test_an_interrupted_reranking_resumes_from_its_committed_chunks(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import dualview.retrieval.rerank as rerank_module
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rerank_module, "CHUNK_SIZE", 2)
+    queries = [f"query {i}" for i in range(7)]
+    passages = [f"passage {i} query" for i in range(7)]
+    blanks = [""] * 7
+    with pytest.raises(KeyboardInterrupt):
+        CachedReranker(Failing(fail_at=3)).score(queries, blanks, passages)  # 2 chunks kept
+    resumed = Overlap()
+    scores = CachedReranker(resumed).score(queries, blanks, passages)
+    assert resumed.calls == 2 and len(resumed.seen) == 3  # only the 3 pairs never stored
+    expected = CachedReranker(Overlap(), cache=False).score(queries, blanks, passages)
+    np.testing.assert_array_equal(scores, expected)
+
+
+def test_a_damaged_score_cache_is_moved_aside_and_rescored(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    first = CachedReranker(Overlap())
+    first.score(["q"], ["i"], ["q i p"])
+    path = first.cache.path
+    first.close()
+    assert path.parent.name == "rerank_scores"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"not a database" * 100)
+    again = Overlap()
+    assert CachedReranker(again).score(["q"], ["i"], ["q i p"]).tolist() == [2.0]  # q, i
+    assert again.calls == 1 and Path(f"{path}.damaged").exists()
+    assert "damaged reranker score cache" in capsys.readouterr().err
