@@ -7,6 +7,7 @@ line below makes the kind known wherever rerankers are loaded.
 
 from __future__ import annotations
 
+from dualview.models import llm_reranker  # noqa: F401  (kind "llm_reranker")
 from dualview.models.reranker import (
     RERANKER_FILE,
     RERANKER_KINDS,

@@ -1,0 +1,273 @@
+"""LLM rerankers on tiny random Llama / Qwen2 LMs: the score is the answer log-odds read off
+the LM's logits, left padding leaves it unchanged, save -> load_reranker keeps it, LoRA trains
+the adapters alone and a listwise loss raises the positive."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2Tokenizer,
+)
+
+from dualview.config import validate_config
+from dualview.errors import ConfigError
+from dualview.models.config import LLM_RERANKER_PROMPT, ModelConfig
+from dualview.models.decoder import ADAPTER_DIR
+from dualview.models.llm_reranker import LlmReranker
+from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
+from dualview.models.rerankers import load_reranker
+
+pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
+
+FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
+SPECIALS = ["<unk>", "<s>", "</s>"]
+ARCHS = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+QUERY = "effects of caffeine on sleep"
+INSTRUCTION = "I want physiological findings; market or sales information is not relevant."
+PASSAGES = [
+    "Caffeine blocks adenosine receptors in the brain and can delay sleep onset.",
+    "A survey of coffee shop owners found that afternoon sales of espresso drinks rose.",
+    "Bicycle lanes in Copenhagen carry more than forty percent of commuters",
+    "sleep",
+]
+
+
+def _word_tokenizer(folder: Path, pad: bool) -> PreTrainedTokenizerFast:
+    """Llama-like word-level tokenizer (BOS added) over the fixture's and the prompt's words,
+    with ``true``/``false`` as words; without a pad token unless ``pad``."""
+    text = FIXTURE.read_text(encoding="utf-8") + LLM_RERANKER_PROMPT + " true false yes no"
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", text.lower())))
+    specials = SPECIALS + (["<pad>"] if pad else [])
+    vocab = {token: i for i, token in enumerate(specials + words)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    extra = {"pad_token": "<pad>"} if pad else {}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", **extra
+    )
+    tokenizer.add_bos_token = True
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def _byte_tokenizer(folder: Path) -> Qwen2Tokenizer:
+    """Qwen2's tokenizer class over raw bytes, with merges that make ``true`` and ``false``
+    one token each (no BOS; EOS = pad = <|endoftext|>)."""
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    merges = []
+    for word in ("true", "false"):
+        for end in range(2, len(word) + 1):
+            merges.append((word[: end - 1], word[end - 1]))
+            vocab.setdefault(word[:end], len(vocab))
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges)
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def make_tiny_lm(folder: Path, arch: str, pad: bool = False) -> Path:
+    """A 2-layer, 32-dim causal LM (fixed seed) with its LM head, plus a tokenizer.
+
+    Weights are drawn with std 0.2, not the usual 0.02: at 0.02 every prompt of a random LM
+    ends in nearly the same state, and a few optimizer steps barely move a listwise loss."""
+    tokenizer = _word_tokenizer(folder, pad) if arch == "llama" else _byte_tokenizer(folder)
+    config_cls, model_cls = ARCHS[arch]
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    model_cls(config).save_pretrained(folder)
+    return folder
+
+
+def reranker_config(path: Path, lora: bool = False, **extra) -> ModelConfig:
+    data = {
+        "kind": "llm_reranker",
+        "name_or_path": str(path),
+        "query_max_length": 160,  # no cut: Qwen2's test tokenizer has one token per byte
+        "document_max_length": 160,
+        "lora": {"rank": 4, "alpha": 8} if lora else None,
+        **extra,
+    }
+    return validate_config(ModelConfig, data, "test")
+
+
+@pytest.fixture(params=sorted(ARCHS))
+def tiny_lm(request, tmp_path: Path) -> tuple[str, Path]:
+    return request.param, make_tiny_lm(tmp_path / request.param, request.param)
+
+
+def _score_all(model, passages=PASSAGES, batch_size: int = 32):
+    n = len(passages)
+    return model.score([QUERY] * n, [INSTRUCTION] * n, passages, batch_size=batch_size)
+
+
+def _hand_score(model: LlmReranker, passage: str) -> float:
+    """The prompt alone (no padding) through the LM's full logits: log p(true) - log p(false)."""
+    tok = model.tokenizer
+    prompt = LLM_RERANKER_PROMPT.format(query=f"{QUERY} {INSTRUCTION}", passage=passage)
+    ids = torch.tensor([tok(prompt)["input_ids"]])
+    with torch.no_grad():
+        logits = model.lm(input_ids=ids).logits[0, -1].double()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    true_id = tok.convert_tokens_to_ids("true")
+    false_id = tok.convert_tokens_to_ids("false")
+    by_logits = float(logits[true_id] - logits[false_id])
+    assert by_logits == pytest.approx(float(log_probs[true_id] - log_probs[false_id]), abs=1e-9)
+    return by_logits
+
+
+def test_score_is_the_answer_log_odds_of_the_lm(tiny_lm) -> None:
+    arch, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    assert isinstance(model, Reranker) and isinstance(model, TrainableReranker)
+    tok = model.tokenizer
+    assert tok.pad_token_id == tok.eos_token_id  # the Llama tokenizer has no pad token: EOS
+    ids = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"], [PASSAGES[3]]).ids.tolist()
+    assert ids[-2:] == tok("Answer:", add_special_tokens=False)["input_ids"][-2:]  # no EOS
+    assert (ids[0] == tok.bos_token_id) == (arch == "llama")
+    scores = _score_all(model)
+    assert scores.dtype == "float32" and scores.shape == (len(PASSAGES),)
+    hand = [_hand_score(model, passage) for passage in PASSAGES]
+    torch.testing.assert_close(
+        torch.tensor(scores).double(), torch.tensor(hand, dtype=torch.float64), atol=1e-5, rtol=0
+    )
+    assert max(hand) - min(hand) > 1e-3  # the passages are told apart
+
+
+def test_batching_and_left_padding_leave_scores_unchanged(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    lengths = model.tokenize_pairs([QUERY] * len(PASSAGES), PASSAGES).lengths
+    assert len(set(lengths.tolist())) > 1  # one batch really pads
+    alone = _score_all(model, batch_size=1)
+    together = _score_all(model, batch_size=len(PASSAGES))
+    torch.testing.assert_close(torch.tensor(together), torch.tensor(alone), atol=1e-5, rtol=0)
+    # the same pair in another batch, at another position
+    reordered = _score_all(model, passages=PASSAGES[::-1] + PASSAGES[:1])
+    torch.testing.assert_close(
+        torch.tensor(reordered[:4]), torch.tensor(alone[::-1].copy()), atol=1e-5, rtol=0
+    )
+    inputs = model.pad(model.tokenize_pairs([QUERY] * 2, PASSAGES[2:]), [0, 1])
+    right = {k: v.flip(-1) for k, v in inputs.items()}  # right padding is refused
+    assert not right["attention_mask"][:, -1].all()
+    with pytest.raises(ValueError, match="left-padded"):
+        model(**right)
+
+
+def test_long_texts_are_cut_before_the_question(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, query_max_length=32, document_max_length=24))
+    long_passage = " ".join(["caffeine blocks adenosine receptors in the brain"] * 30)
+    long_query = " ".join(["effects of caffeine on sleep"] * 30)
+    ids = model.tokenize_pairs([long_query], [long_passage]).ids.tolist()
+    short = model.tokenize_pairs([QUERY], ["sleep"]).ids.tolist()
+    overhead = len(short) - len(model.tokenizer(QUERY, add_special_tokens=False)["input_ids"])
+    assert len(ids) <= overhead + 32 + 24 + 2  # both cut to their limits (+ word joins)
+    tail = short[-6:]  # the question at the prompt's end is kept
+    assert ids[-6:] == tail
+
+
+def test_save_then_load_reranker_gives_the_same_scores(tiny_lm, tmp_path: Path) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, lora=True, query_template="{instruction} {query}"))
+    torch.manual_seed(1)
+    with torch.no_grad():  # LoRA B starts at zero: make the adapter matter
+        for name, param in model.lm.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+    before = _score_all(model)
+    folder = model.save(tmp_path / "saved")
+    info = json.loads((folder / RERANKER_FILE).read_text())
+    assert info["kind"] == "llm_reranker" and info["answers"] == ["true", "false"]
+    assert info["query_template"] == "{instruction} {query}"
+    assert (folder / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    loaded = load_reranker(folder, device="cpu")
+    assert isinstance(loaded, LlmReranker) and loaded.config.lora is None  # merged weights
+    after = _score_all(loaded)
+    torch.testing.assert_close(torch.tensor(after), torch.tensor(before), atol=1e-5, rtol=0)
+    base = _score_all(LlmReranker(reranker_config(path, query_template="{instruction} {query}")))
+    assert abs(base - before).max() > 1e-3  # the adapter changed the scores that were saved
+    assert load_reranker(folder, device="cpu").fingerprint == loaded.fingerprint
+
+
+def test_lora_trains_adapters_only_and_a_listwise_loss_raises_the_positive(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, lora=True)).train()
+    frozen = {n: p.detach().clone() for n, p in model.lm.named_parameters() if "lora_" not in n}
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    names = [n for n, p in model.lm.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    group = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"] * len(PASSAGES), PASSAGES)
+    inputs = model.pad(group, range(len(PASSAGES)))  # positive first
+    optimizer = torch.optim.AdamW(trainable, lr=3e-3)
+    before = model.fingerprint
+    losses, margins = [], []
+    for _ in range(6):
+        logits = model(**inputs)
+        loss = torch.nn.functional.cross_entropy(logits[None], torch.tensor([0]))
+        losses.append(float(loss.detach()))
+        margins.append(float((logits[0] - logits[1:].max()).detach()))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        final = model.eval()(**inputs)
+    final_loss = float(torch.nn.functional.cross_entropy(final[None], torch.tensor([0])))
+    assert final_loss < 0.6 * losses[0], [*losses, final_loss]
+    assert float(final[0] - final[1:].max()) > margins[0] + 0.5, margins
+    for name, param in model.lm.named_parameters():
+        if name in frozen:
+            assert torch.equal(param, frozen[name]), name
+    assert model.fingerprint != before
+
+
+def test_answer_words_must_be_single_known_tokens(tiny_lm) -> None:
+    arch, path = tiny_lm
+    bad = "yes" if arch == "qwen2" else "relevant passage"
+    config = reranker_config(path, llm_reranker={"answers": [bad, "false"]})
+    with pytest.raises(ConfigError, match=r"model\.llm_reranker\.answers: .*one known token"):
+        LlmReranker(config)
+    unknown = reranker_config(path, llm_reranker={"answers": ["true", "zebra"]})
+    with pytest.raises(ConfigError, match=r"model\.llm_reranker\.answers"):
+        LlmReranker(unknown)  # Llama: one token, but <unk>; Qwen2: five bytes
+
+
+def test_prompt_and_answer_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="prompt"):
+        reranker_config(Path("x"), llm_reranker={"prompt": "Query: {query}\nAnswer:"})
+    with pytest.raises(ConfigError, match="prompt"):
+        reranker_config(Path("x"), llm_reranker={"prompt": "{query} {passage} {title}"})
+    with pytest.raises(ConfigError, match="answers"):
+        reranker_config(Path("x"), llm_reranker={"answers": ["true", "true"]})
+
+
+def test_a_tokenizer_without_pad_or_eos_is_a_config_error(tmp_path: Path) -> None:
+    path = make_tiny_lm(tmp_path / "llama", "llama")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("eos_token", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="neither a pad token nor an EOS token"):
+        LlmReranker(reranker_config(path))
