@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,7 @@ def _hand_score(model: LlmReranker, passage: str) -> float:
     prompt = LLM_RERANKER_PROMPT.format(query=f"{QUERY} {INSTRUCTION}", passage=passage)
     ids = torch.tensor([tok(prompt)["input_ids"]])
     with torch.no_grad():
-        logits = model.lm(input_ids=ids).logits[0, -1].double()
+        logits = model.backbone(input_ids=ids).logits[0, -1].double()
     log_probs = torch.log_softmax(logits, dim=-1)
     true_id = tok.convert_tokens_to_ids("true")
     false_id = tok.convert_tokens_to_ids("false")
@@ -170,7 +171,7 @@ def test_batching_and_left_padding_leave_scores_unchanged(tiny_lm) -> None:
     torch.testing.assert_close(
         torch.tensor(reordered[:4]), torch.tensor(alone[::-1].copy()), atol=1e-5, rtol=0
     )
-    inputs = model.pad(model.tokenize_pairs([QUERY] * 2, PASSAGES[2:]), [0, 1])
+    inputs = model.pad_pairs(model.tokenize_pairs([QUERY] * 2, PASSAGES[2:]), [0, 1])
     right = {k: v.flip(-1) for k, v in inputs.items()}  # right padding is refused
     assert not right["attention_mask"][:, -1].all()
     with pytest.raises(ValueError, match="left-padded"):
@@ -190,12 +191,23 @@ def test_long_texts_are_cut_before_the_question(tiny_lm) -> None:
     assert ids[-6:] == tail
 
 
+def test_pairs_tokenize_alike_in_loader_threads(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, query_max_length=8, document_max_length=6))
+    jobs = [([QUERY] * 3, PASSAGES[i : i + 3]) for i in range(2)] * 8
+    serial = [model.tokenize_pairs(*job).ids.tolist() for job in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = [t.ids.tolist() for t in pool.map(lambda job: model.tokenize_pairs(*job), jobs)]
+    assert threaded == serial
+    assert max(model.tokenize_pairs(*jobs[0]).lengths.tolist()) <= model.max_length
+
+
 def test_save_then_load_reranker_gives_the_same_scores(tiny_lm, tmp_path: Path) -> None:
     _, path = tiny_lm
     model = LlmReranker(reranker_config(path, lora=True, query_template="{instruction} {query}"))
     torch.manual_seed(1)
     with torch.no_grad():  # LoRA B starts at zero: make the adapter matter
-        for name, param in model.lm.named_parameters():
+        for name, param in model.backbone.named_parameters():
             if "lora_B" in name:
                 param.normal_(std=0.5)
     before = _score_all(model)
@@ -216,12 +228,14 @@ def test_save_then_load_reranker_gives_the_same_scores(tiny_lm, tmp_path: Path) 
 def test_lora_trains_adapters_only_and_a_listwise_loss_raises_the_positive(tiny_lm) -> None:
     _, path = tiny_lm
     model = LlmReranker(reranker_config(path, lora=True)).train()
-    frozen = {n: p.detach().clone() for n, p in model.lm.named_parameters() if "lora_" not in n}
+    frozen = {
+        n: p.detach().clone() for n, p in model.backbone.named_parameters() if "lora_" not in n
+    }
     trainable = [p for p in model.parameters() if p.requires_grad]
-    names = [n for n, p in model.lm.named_parameters() if p.requires_grad]
+    names = [n for n, p in model.backbone.named_parameters() if p.requires_grad]
     assert names and all("lora_" in n for n in names)
     group = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"] * len(PASSAGES), PASSAGES)
-    inputs = model.pad(group, range(len(PASSAGES)))  # positive first
+    inputs = model.pad_pairs(group, range(len(PASSAGES)))  # positive first
     optimizer = torch.optim.AdamW(trainable, lr=3e-3)
     before = model.fingerprint
     losses, margins = [], []
@@ -238,7 +252,7 @@ def test_lora_trains_adapters_only_and_a_listwise_loss_raises_the_positive(tiny_
     final_loss = float(torch.nn.functional.cross_entropy(final[None], torch.tensor([0])))
     assert final_loss < 0.6 * losses[0], [*losses, final_loss]
     assert float(final[0] - final[1:].max()) > margins[0] + 0.5, margins
-    for name, param in model.lm.named_parameters():
+    for name, param in model.backbone.named_parameters():
         if name in frozen:
             assert torch.equal(param, frozen[name]), name
     assert model.fingerprint != before
@@ -262,6 +276,8 @@ def test_prompt_and_answer_settings_are_checked() -> None:
         reranker_config(Path("x"), llm_reranker={"prompt": "{query} {passage} {title}"})
     with pytest.raises(ConfigError, match="answers"):
         reranker_config(Path("x"), llm_reranker={"answers": ["true", "true"]})
+    with pytest.raises(ConfigError, match=r"model\.interaction"):
+        LlmReranker(reranker_config(Path("x"), interaction="cross_attention"))
 
 
 def test_a_tokenizer_without_pad_or_eos_is_a_config_error(tmp_path: Path) -> None:

@@ -31,8 +31,10 @@ trains the LM to answer the question.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,13 +47,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from dualview.config import validate_config
 from dualview.data.formats.common import join_query_instruction
 from dualview.errors import ConfigError
-from dualview.io.atomic import atomic_copy, atomic_write_text
+from dualview.io.atomic import atomic_write_text
 from dualview.io.folder import atomic_dir
 from dualview.models.config import LlmRerankerSettings, ModelConfig
 from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
 from dualview.models.fingerprint import update_with_weights
 from dualview.models.reranker import RERANKER_FILE, register_reranker_kind
-from dualview.models.saved import TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
 from dualview.progress import track
@@ -60,6 +61,14 @@ from dualview.resources import resolve_model_path
 KIND = "llm_reranker"
 #: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
 _NO_LIMIT = 1 << 30
+
+
+def _check_supported(config: ModelConfig) -> None:
+    """Options of `ModelConfig` that an LLM reranker does not have."""
+    if config.interaction != "concat":
+        raise ConfigError("model.interaction: an llm_reranker reads the joined text (concat)")
+    if config.unpadded:
+        raise ConfigError("model.unpadded: not supported for an llm_reranker")
 
 
 def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
@@ -86,6 +95,7 @@ class LlmReranker(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        _check_supported(config)
         self.config = config
         self.settings = config.llm_reranker or LlmRerankerSettings()
         path = resolve_model_path(config.name_or_path)
@@ -93,19 +103,33 @@ class LlmReranker(nn.Module):
         kwargs: dict[str, Any] = {"trust_remote_code": remote}
         if config.attn_implementation is not None:
             kwargs["attn_implementation"] = config.attn_implementation
-        self.lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        self.backbone = AutoModelForCausalLM.from_pretrained(path, **kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
         ensure_pad_token(self.tokenizer)
         self.tokenizer.padding_side = "left"
         self.answer_ids = answer_token_ids(self.tokenizer, self.settings.answers)
         if config.lora is not None:
-            self.lm = add_lora(self.lm, config.lora)
+            self.backbone = add_lora(self.backbone, config.lora)
+        self._threads = threading.local()  # one tokenizer per loader thread
+        #: Longest prompt: both texts at their limits plus the template's own tokens.
+        self.max_length = config.query_max_length + config.document_max_length
+        self.max_length += len(self.tokenize_pairs([""], [""]).ids)
         self._fingerprint: str | None = None
 
     # -- training (TrainableReranker) -------------------------------------------------------
 
+    def _tokenizer(self) -> Any:
+        """This thread's tokenizer (a fast tokenizer keeps its truncation as state)."""
+        if threading.current_thread() is threading.main_thread():
+            return self.tokenizer
+        own = getattr(self._threads, "tokenizer", None)
+        if own is None:
+            own = self._threads.tokenizer = copy.deepcopy(self.tokenizer)
+        return own
+
     def tokenize_pairs(self, query_texts: Sequence[str], passages: Sequence[str]) -> TokenizedTexts:
-        """Unpadded token ids of each pair's prompt (query text and passage cut to their limits)."""
+        """Unpadded token ids of each pair's prompt (query text and passage cut to their limits);
+        safe to call from several threads."""
         if len(query_texts) != len(passages):
             raise ValueError(f"{len(query_texts)} query texts but {len(passages)} passages")
         queries = self._clip(query_texts, self.config.query_max_length)
@@ -116,24 +140,23 @@ class LlmReranker(nn.Module):
         ]
         if not prompts:
             return TokenizedTexts.from_lists([])
-        return TokenizedTexts.from_lists(token_ids(self.tokenizer, prompts, _NO_LIMIT))
+        return TokenizedTexts.from_lists(token_ids(self._tokenizer(), prompts, _NO_LIMIT))
 
     def _clip(self, texts: Sequence[str], limit: int) -> list[str]:
         """``texts`` cut to at most ``limit`` tokens each (decoded back to text when cut)."""
         texts = list(texts)
         if not texts:
             return []
-        ids = self.tokenizer(
-            texts, add_special_tokens=False, truncation=True, max_length=limit + 1
-        )["input_ids"]
+        tokenizer = self._tokenizer()
+        ids = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=limit + 1)
         return [
-            self.tokenizer.decode(pieces[:limit], skip_special_tokens=True)
+            tokenizer.decode(pieces[:limit], skip_special_tokens=True)
             if len(pieces) > limit
             else text
-            for text, pieces in zip(texts, ids, strict=True)
+            for text, pieces in zip(texts, ids["input_ids"], strict=True)
         ]
 
-    def pad(
+    def pad_pairs(
         self, tokens: TokenizedTexts, indices: Sequence[int] | torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """Left-padded ``input_ids`` and ``attention_mask`` of ``tokens[indices]``, on device."""
@@ -143,14 +166,14 @@ class LlmReranker(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return next(self.lm.parameters()).device
+        return next(self.backbone.parameters()).device
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Relevance logits [n] (float32) of left-padded prompts, with gradients."""
         if input_ids.shape[0] and not bool(attention_mask[:, -1].all()):
             raise ValueError("LlmReranker.forward: prompts must be left-padded (see pad)")
         positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.lm(
+        out = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=positions,
@@ -200,7 +223,7 @@ class LlmReranker(nn.Module):
         try:
             with torch.inference_mode():
                 for chunk in track(chunks, "reranking"):
-                    scores[chunk] = self(**self.pad(tokens, chunk)).cpu().numpy()
+                    scores[chunk] = self(**self.pad_pairs(tokens, chunk)).cpu().numpy()
         finally:
             self.train(was_training)
         return scores
@@ -214,7 +237,7 @@ class LlmReranker(nn.Module):
         if self._fingerprint is not None and not self.training:
             return self._fingerprint
         digest = hashlib.sha256(json.dumps(self.description(), sort_keys=True).encode())
-        update_with_weights(digest, self.lm)
+        update_with_weights(digest, self.backbone)
         value = digest.hexdigest()[:24]
         if not self.training:
             self._fingerprint = value
@@ -236,23 +259,14 @@ class LlmReranker(nn.Module):
             "trust_remote_code": cfg.trust_remote_code,
         }
 
-    def save(
-        self,
-        folder: str | Path,
-        train_config_yaml: str | None = None,
-        manifest: Path | None = None,
-    ) -> Path:
+    def save(self, folder: str | Path) -> Path:
         """Write the merged LM, its tokenizer, the LoRA adapter and `RERANKER_FILE`."""
         folder = Path(folder)
         with atomic_dir(folder) as out:  # the previous folder stays whole until this one is
-            export_backbone(self.lm).save_pretrained(out)  # LoRA: a merged copy
+            export_backbone(self.backbone).save_pretrained(out)  # LoRA: a merged copy
             self.tokenizer.save_pretrained(out)
-            save_adapter(self.lm, out)
+            save_adapter(self.backbone, out)
             atomic_write_text(out / RERANKER_FILE, json.dumps(self.description(), indent=2))
-            if train_config_yaml is not None:
-                atomic_write_text(out / TRAIN_CONFIG_FILE, train_config_yaml)
-            if manifest is not None and manifest.exists():
-                atomic_copy(manifest, out / TRAIN_MANIFEST_FILE)
         return folder
 
 
