@@ -5,6 +5,5 @@ Modules: `config` (`ModelConfig`), `bi_encoder` (`BiEncoder`), `pooling`, `inter
 (`InstructionQueryAttention`), `decoder` (EOS, left padding, LoRA), `tokens`
 (`TokenizedTexts`), `saved` (what a saved folder holds), `reranker` (the reranker contract) and
 `llm_reranker` (a causal LM scoring relevance as answer log-odds), `fingerprint` (weight
-hashes). Nothing here imports the
-training loop, evaluation or synthesis.
+hashes). Nothing here imports the training loop, evaluation or synthesis.
 """
