@@ -16,7 +16,9 @@ Training and evaluation meet a reranker only through this module:
   gradients, save a folder;
 - a saved reranker folder holds ``dualview_reranker.json`` (`RERANKER_FILE`) naming its
   ``kind``; `load_reranker` reads any such folder through the loader registered for its kind
-  (`register_reranker_kind`).
+  (`register_reranker_kind`);
+- training builds a fresh reranker from its `ModelConfig` through the builder registered for
+  ``model.kind`` (`register_reranker_builder`, `build_reranker`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 
 from dualview.errors import ConfigError
+from dualview.models.config import ModelConfig
 
 #: The file that marks a saved folder as a dualview reranker: ``{"kind": ..., ...}``.
 RERANKER_FILE = "dualview_reranker.json"
@@ -74,6 +77,14 @@ class TrainableReranker(Protocol):
         """Write the folder `load_reranker` reads (with `RERANKER_FILE`)."""
         ...
 
+    # What the trainer (`dualview.train.rerank_step`) also uses: ``tokenize_pairs`` returns a
+    # `dualview.models.tokens.TokenizedTexts` (it may be called from loader threads), and
+    # ``pad_pairs(tokens, indices)`` gives the ``forward(**inputs)`` inputs of a chunk on the
+    # model's device.
+    def pad_pairs(self, tokens: Any, indices: Sequence[int] | torch.Tensor) -> dict:
+        """Padded inputs of the pairs ``tokens[indices]`` on the model's device."""
+        ...
+
 
 Loader = Callable[[Path, str | None], Reranker]
 _LOADERS: dict[str, Loader] = {}
@@ -85,6 +96,26 @@ def register_reranker_kind(kind: str, loader: Loader) -> None:
     if kind in _LOADERS:
         raise ValueError(f"reranker kind {kind!r} is already registered")
     _LOADERS[kind] = loader
+
+
+Builder = Callable[[ModelConfig], TrainableReranker]
+_BUILDERS: dict[str, Builder] = {}
+
+
+def register_reranker_builder(kind: str, builder: Builder) -> None:
+    """Make `build_reranker` build ``model.kind: kind`` as ``builder(model_config)``."""
+    if kind in _BUILDERS:
+        raise ValueError(f"reranker builder {kind!r} is already registered")
+    _BUILDERS[kind] = builder
+
+
+def build_reranker(config: ModelConfig) -> TrainableReranker:
+    """A fresh trainable reranker of ``config.kind`` (from ``config.name_or_path``)."""
+    builder = _BUILDERS.get(config.kind)
+    if builder is None:
+        known = ", ".join(sorted(_BUILDERS)) or "none registered"
+        raise ConfigError(f"model.kind: {config.kind!r} is not a trainable reranker ({known})")
+    return builder(config)
 
 
 def reranker_kind(folder: str | Path) -> str | None:

@@ -7,12 +7,16 @@ line below makes the kind known wherever rerankers are loaded.
 
 from __future__ import annotations
 
-from dualview.models import llm_reranker  # noqa: F401  (kind "llm_reranker")
+from dualview.models import (
+    cross_encoder,  # noqa: F401  (registers "cross_encoder")
+    llm_reranker,  # noqa: F401  (registers "llm_reranker")
+)
 from dualview.models.reranker import (
     RERANKER_FILE,
     RERANKER_KINDS,
     Reranker,
     TrainableReranker,
+    build_reranker,
     is_reranker,
     load_reranker,
     reranker_kind,
@@ -23,6 +27,7 @@ __all__ = [
     "RERANKER_KINDS",
     "Reranker",
     "TrainableReranker",
+    "build_reranker",
     "is_reranker",
     "load_reranker",
     "reranker_kind",

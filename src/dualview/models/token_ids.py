@@ -38,4 +38,32 @@ def token_ids(tokenizer: Any, texts: list[str], max_length: int) -> list[list[in
     return [encoding.ids for encoding in fast(texts, add_special_tokens=True)]
 
 
-__all__ = ["token_ids"]
+def pair_token_ids(
+    tokenizer: Any, firsts: list[str], seconds: list[str], max_length: int
+) -> tuple[list[list[int]], list[int]]:
+    """Ids of each (first, second) text pair joined by the tokenizer's pair template
+    (``[CLS] a [SEP] b [SEP]`` for BERT), truncated ``longest_first`` to ``max_length`` as a
+    sentence-transformers ``CrossEncoder`` truncates; and the number of leading tokens of
+    each pair whose token type is 0 (the first segment with its special tokens)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    fast = getattr(backend, "encode_batch_fast", None)
+    if fast is None:
+        encoded = tokenizer(
+            firsts,
+            seconds,
+            truncation="longest_first",
+            max_length=max_length,
+            return_attention_mask=False,
+            return_token_type_ids=True,
+        )
+        types = encoded["token_type_ids"]
+        return encoded["input_ids"], [sum(1 for t in row if t == 0) for row in types]
+    backend.enable_truncation(
+        max_length, strategy="longest_first", direction=tokenizer.truncation_side
+    )
+    backend.no_padding()
+    encodings = fast(list(zip(firsts, seconds, strict=True)), add_special_tokens=True)
+    return [e.ids for e in encodings], [e.type_ids.count(0) for e in encodings]
+
+
+__all__ = ["pair_token_ids", "token_ids"]

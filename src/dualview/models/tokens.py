@@ -14,13 +14,13 @@ and cheap to pad with one gather.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
 import torch
 
-from dualview.models.token_ids import token_ids
+from dualview.models.token_ids import pair_token_ids, token_ids
 
 #: Padded lengths are rounded up to a multiple of this (tensor-core friendly shapes).
 PAD_MULTIPLE = 8
@@ -81,6 +81,29 @@ class TokenizedTexts:
         return {"input_ids": input_ids, "attention_mask": mask.to(torch.int64)}
 
 
+@dataclass
+class TokenizedPairs(TokenizedTexts):
+    """Token ids of ``n`` text pairs (one sequence each), with the length of each pair's first
+    segment, so that padding can rebuild the token types (0: first text, 1: second)."""
+
+    first_lengths: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
+
+    def pad(
+        self,
+        indices: Sequence[int] | torch.Tensor,
+        pad_id: int,
+        left: bool = False,
+        max_length: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """`TokenizedTexts.pad` plus ``token_type_ids`` (0 on padding)."""
+        inputs = super().pad(indices, pad_id, left, max_length)
+        mask = inputs["attention_mask"]
+        first = self.first_lengths[torch.as_tensor(indices, dtype=torch.int64)]
+        within = torch.cumsum(mask, 1) - 1  # index of each real token in its text
+        inputs["token_type_ids"] = ((within >= first.unsqueeze(1)) & (mask > 0)).to(torch.int64)
+        return inputs
+
+
 def plan_chunks(
     lengths: Sequence[int] | torch.Tensor,
     max_items: int | None = None,
@@ -115,3 +138,15 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int) -> TokenizedTex
     if not texts:
         return TokenizedTexts.from_lists([])
     return TokenizedTexts.from_lists(token_ids(tokenizer, texts, max_length))
+
+
+def tokenize_pairs(
+    tokenizer, firsts: list[str], seconds: list[str], max_length: int
+) -> TokenizedPairs:
+    """Token ids of each (first, second) pair, truncated ``longest_first`` to ``max_length``."""
+    if not firsts:
+        empty = TokenizedTexts.from_lists([])
+        return TokenizedPairs(empty.ids, empty.lengths)
+    ids, first_lengths = pair_token_ids(tokenizer, firsts, seconds, max_length)
+    texts = TokenizedTexts.from_lists(ids)
+    return TokenizedPairs(texts.ids, texts.lengths, torch.tensor(first_lengths, dtype=torch.int64))

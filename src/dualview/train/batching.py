@@ -57,6 +57,19 @@ class Batch:
         column = {doc_id: j for j, doc_id in enumerate(self.doc_ids)}
         return torch.tensor([column[r.positives[0].id] for r in self.records])
 
+    def pair_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rows, cols)`` of every labelled (query, document) pair, row-major: the pairs a
+        reranker scores (each record's positives and its labelled negatives)."""
+        rows, cols = torch.nonzero(self.relations != UNLABELLED, as_tuple=True)
+        return rows, cols
+
+    def pair_texts(self) -> tuple[list[str], list[str]]:
+        """Query texts and document texts of the pairs of `pair_index`."""
+        rows, cols = self.pair_index()
+        return [self.query_texts[i] for i in rows.tolist()], [
+            self.doc_texts[j] for j in cols.tolist()
+        ]
+
     def cross_query_texts(self) -> list[str]:
         """Texts of iq(j, i) = query of record i with instruction of record j, row-major [i, j]."""
         texts = []

@@ -17,7 +17,10 @@ from dualview.models.config import LoraSettings, ModelConfig
 ViewPolicy = Literal["together", "separate", "random"]
 MarginalSet = Literal["P", "I", "IQ"]
 #: Model kinds the trainer can train (`dualview.models.config.ModelKind`).
-TRAINABLE_KINDS = frozenset({"bi_encoder"})
+TRAINABLE_KINDS = frozenset({"bi_encoder", "cross_encoder"})
+#: ``loss.temperature`` when the config leaves it out: bi-encoders divide cosine
+#: similarities by it, rerankers their logits.
+DEFAULT_RERANK_TEMPERATURE = 1.0
 
 
 class DataConfig(StrictModel):
@@ -43,7 +46,8 @@ class DataConfig(StrictModel):
 class LossConfig(StrictModel):
     """Which objective (a name registered in `dualview.train.objectives`), and its settings."""
 
-    objective: str = "infonce"
+    objective: str = "infonce"  # a reranker needs a rerank_* objective
+    # Bi-encoders: 0.02 (cosine similarities); rerankers: 1.0 when left out (raw logits).
     temperature: float = Field(0.02, gt=0)
     in_batch_negatives: bool = False
     # InF-Embed: which marginal-negative sets enter the objective.
@@ -117,6 +121,27 @@ class TrainConfig(StrictModel):
                 f"model.kind: {self.model.kind!r} cannot be trained yet; "
                 f"choose from {sorted(TRAINABLE_KINDS)}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _objective_fits_kind(self) -> TrainConfig:
+        # The registry imports torch: loaded when a config is validated, not when the CLI starts.
+        from dualview.train.objectives import build_objective
+
+        reranker = self.model.kind != "bi_encoder"
+        scores_pairs = "pairs" in build_objective(self.loss).needs
+        if reranker and not scores_pairs:
+            raise ValueError(
+                f"loss.objective: {self.loss.objective!r} trains bi-encoders; a "
+                f"{self.model.kind} needs rerank_bce, rerank_listwise or rerank_lambda"
+            )
+        if scores_pairs and not reranker:
+            raise ValueError(
+                f"loss.objective: {self.loss.objective!r} trains rerankers; set model.kind "
+                "(cross_encoder) or choose a bi-encoder objective"
+            )
+        if reranker and "temperature" not in self.loss.model_fields_set:
+            self.loss.temperature = DEFAULT_RERANK_TEMPERATURE
         return self
 
     @model_validator(mode="after")

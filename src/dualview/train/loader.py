@@ -61,6 +61,21 @@ class BatchTokenizer:
         return batch
 
 
+class PairTokenizer:
+    """Attach the token ids of a batch's (query, document) pairs for a reranker
+    (`dualview.train.rerank_step`); the reranker's ``tokenize_pairs`` is thread-safe."""
+
+    def __init__(self, tokenize_pairs: Callable[[list[str], list[str]], Any]) -> None:
+        self.tokenize_pairs = tokenize_pairs
+
+    def copy(self) -> PairTokenizer:
+        return self
+
+    def __call__(self, batch: Batch) -> Batch:
+        batch.tokens = {"pairs": self.tokenize_pairs(*batch.pair_texts())}
+        return batch
+
+
 def _plans_of_worker(
     stream: BatchStream, start: DataPosition, epochs: int, worker: int, workers: int
 ) -> Iterator[tuple[DataPosition, list[int]]]:
@@ -109,7 +124,7 @@ def prepared_batches(
     stream: BatchStream,
     start: DataPosition,
     epochs: int,
-    prepare: BatchTokenizer,
+    prepare: BatchTokenizer | PairTokenizer,
     num_workers: int = 0,
     prefetch: int = 2,
 ) -> Iterator[tuple[DataPosition, Batch]]:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from dualview.models.bi_encoder import BiEncoder
 
@@ -45,7 +46,9 @@ class TokenBudget:
         )
 
 
-def _probe_inputs(model: BiEncoder, length: int, device: torch.device) -> dict[str, torch.Tensor]:
+def _probe_inputs(
+    model: BiEncoder | nn.Module, length: int, device: torch.device
+) -> dict[str, torch.Tensor]:
     vocab = int(model.backbone.config.vocab_size)
     low = min(1000, vocab - 1)
     ids = torch.randint(low, vocab, (PROBE_TEXTS, length), device=device)
@@ -53,9 +56,16 @@ def _probe_inputs(model: BiEncoder, length: int, device: torch.device) -> dict[s
 
 
 def auto_token_budget(
-    model: BiEncoder, autocast: Callable[[], AbstractContextManager], length: int
+    model: BiEncoder | nn.Module,
+    autocast: Callable[[], AbstractContextManager],
+    length: int,
+    forward: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None,
 ) -> TokenBudget:
-    """Tokens per GradCache chunk that fit on the model's GPU (see the module docstring)."""
+    """Tokens per GradCache chunk that fit on the model's GPU (see the module docstring).
+
+    ``forward`` runs the model on padded inputs (default: the bi-encoder's ``embed``; a
+    reranker passes its scoring forward)."""
+    forward = forward or model.embed
     device = next(model.parameters()).device
     if device.type != "cuda":
         return TokenBudget(CPU_TOKEN_BUDGET)
@@ -67,7 +77,7 @@ def auto_token_budget(
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
     with autocast():
-        out = model.embed(_probe_inputs(model, length, device))
+        out = forward(_probe_inputs(model, length, device))
     torch.cuda.synchronize(device)
     # Activations kept for the backward pass, plus the forward's transient peak. (Measured
     # before the backward: during it, activations are freed as parameter gradients appear,

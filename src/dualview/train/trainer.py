@@ -35,9 +35,11 @@ from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
 from dualview.io.append import AppendJsonlWriter, repair_torn_tail
-from dualview.io.atomic import atomic_write_text
+from dualview.io.atomic import atomic_copy, atomic_write_text
 from dualview.lock import folder_lock
 from dualview.models.bi_encoder import BiEncoder
+from dualview.models.rerankers import build_reranker
+from dualview.models.saved import TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
 from dualview.perf import (
     ModelShape,
     ThroughputMeter,
@@ -53,9 +55,10 @@ from dualview.train import config_drift as drift
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import OptimConfig, TrainConfig
 from dualview.train.launch import check_launch
-from dualview.train.loader import BatchTokenizer, prepared_batches
+from dualview.train.loader import BatchTokenizer, PairTokenizer, prepared_batches
 from dualview.train.memory import auto_token_budget
 from dualview.train.objectives import build_objective
+from dualview.train.rerank_step import rerank_step
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 from dualview.train.step_log import format_step
 
@@ -138,8 +141,16 @@ class StopRequested:
             signal.signal(signal.SIGTERM, self._previous)
 
 
+def build_model(config: TrainConfig) -> nn.Module:
+    """The model ``model.kind`` names: a `BiEncoder`, or a reranker from its registered
+    builder (`dualview.models.reranker.build_reranker`)."""
+    if config.model.kind == "bi_encoder":
+        return BiEncoder(config.model)
+    return build_reranker(config.model)
+
+
 class Trainer:
-    """Train a `BiEncoder` as configured; see the module docstring."""
+    """Train a `BiEncoder` or a reranker as configured; see the module docstring."""
 
     def __init__(self, config: TrainConfig, snapshot: dict[str, Any] | None = None) -> None:
         self.config = config
@@ -148,10 +159,12 @@ class Trainer:
         self.accelerator = self._make_accelerator()
         records = load_training_records(config.data.train_file)
         set_seed(config.seed)
-        self.model = BiEncoder(config.model).to(self.accelerator.device)
-        self.shape = ModelShape.of(self.model.backbone)
+        self.reranker = config.model.kind != "bi_encoder"
+        self.model = build_model(config).to(self.accelerator.device)
+        backbone = getattr(self.model, "backbone", self.model)
+        self.shape = ModelShape.of(backbone)
         if config.compile:
-            self.model.backbone.compile(dynamic=True)
+            backbone.compile(dynamic=True)
         self.loss_fn = build_objective(config.loss)
         self.stream = BatchStream(
             records,
@@ -211,8 +224,14 @@ class Trainer:
             return None
         if size != "auto":
             return Chunking(max_items=int(size))
-        length = max(self.config.model.query_max_length, self.config.model.document_max_length)
-        budget = auto_token_budget(self.model, self._autocast, length)
+        if self.reranker:
+            model = self.model
+            budget = auto_token_budget(
+                model, self._autocast, model.max_length, lambda inputs: model(**inputs)
+            )
+        else:
+            length = max(self.config.model.query_max_length, self.config.model.document_max_length)
+            budget = auto_token_budget(self.model, self._autocast, length)
         if self.accelerator.is_main_process:
             print(budget.describe(), flush=True)
         return Chunking(max_tokens=budget.max_tokens)
@@ -277,22 +296,27 @@ class Trainer:
 
     def _batches(self, state: ckpt.TrainState) -> Iterator[tuple[DataPosition, Batch]]:
         """The run's batches from the saved position, tokenized ahead by loader workers."""
+        return prepared_batches(
+            self.stream,
+            state.position,
+            self.config.epochs,
+            self._batch_preparation(),
+            num_workers=resolve_workers(self.config.data.num_workers),
+            prefetch=self.config.data.prefetch_batches,
+        )
+
+    def _batch_preparation(self) -> BatchTokenizer | PairTokenizer:
+        """What loader workers do to a batch: tokenize its text groups (or its pairs)."""
         model = self._unwrapped()
+        if self.reranker:
+            return PairTokenizer(model.tokenize_pairs)
         lengths = {"query": model.max_length("query"), "document": model.max_length("document")}
-        prepare = BatchTokenizer(
+        return BatchTokenizer(
             model.tokenizer,
             lengths,
             functools.partial(
                 text_groups, loss_fn=self.loss_fn, interaction=model.config.interaction
             ),
-        )
-        return prepared_batches(
-            self.stream,
-            state.position,
-            self.config.epochs,
-            prepare,
-            num_workers=resolve_workers(self.config.data.num_workers),
-            prefetch=self.config.data.prefetch_batches,
         )
 
     def _any_rank(self, flag: bool) -> bool:
@@ -326,7 +350,8 @@ class Trainer:
             if item is None:
                 return None
             position, batch = item
-            stats = contrastive_step(
+            step = rerank_step if self.reranker else contrastive_step
+            stats = step(
                 self.model,
                 self.loss_fn,
                 batch,
@@ -420,12 +445,25 @@ class Trainer:
         print(f"resumed from {path} at step {state.step}", flush=True)
         return state
 
+    def _save_reranker(self, config_yaml: str) -> Path:
+        """The reranker's own folder (`TrainableReranker.save`) plus the training config and
+        the data manifest, as a bi-encoder folder holds them."""
+        folder = self.output_dir / MODEL_DIR
+        self._unwrapped().save(folder)
+        atomic_write_text(folder / TRAIN_CONFIG_FILE, config_yaml)
+        manifest = manifest_path(Path(self.config.data.train_file))
+        if manifest.exists():
+            atomic_copy(manifest, folder / TRAIN_MANIFEST_FILE)
+        return folder
+
     def save_model(self) -> Path | None:
         """Write the sentence-transformers folder ``OUTPUT_DIR/model`` (main process)."""
         self.accelerator.wait_for_everyone()
         if not self.accelerator.is_main_process:
             return None
         config_yaml = yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False)
+        if self.reranker:
+            return self._save_reranker(config_yaml)
         return self._unwrapped().save(
             self.output_dir / MODEL_DIR,
             train_config_yaml=config_yaml,

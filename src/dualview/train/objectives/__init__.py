@@ -1,10 +1,11 @@
 """Training objectives and their registry (`dualview.train.objectives.base`).
 
 Built in: ``infonce`` (`infonce.RelationInfoNCE`), ``inf_univariate`` and
-``inf_multivariate`` (`inf_embed.InfEmbedLoss`). Importing this package registers them.
+``inf_multivariate`` (`inf_embed.InfEmbedLoss`); for rerankers ``rerank_bce``,
+``rerank_listwise`` and ``rerank_lambda`` (`rerank`). Importing this package registers them.
 """
 
-from dualview.train.objectives import inf_embed, infonce
+from dualview.train.objectives import inf_embed, infonce, rerank
 from dualview.train.objectives.base import (
     TEXT_GROUPS,
     Objective,
@@ -25,4 +26,5 @@ __all__ = [
     "infonce",
     "objective_names",
     "register_objective",
+    "rerank",
 ]

@@ -4,7 +4,9 @@ An objective is an ``nn.Module`` that
 
 - declares the text groups it needs encoded (`Objective.needs`): ``queries`` (each
   record's query with its instruction), ``documents`` (the batch's de-duplicated documents)
-  and ``cross`` (every instruction paired with every query of the batch, B x B);
+  ``cross`` (every instruction paired with every query of the batch, B x B), or, for a
+  reranker, ``pairs`` (the relevance logit of every labelled (query, document) pair of
+  `dualview.train.batching.Batch.pair_index`, shape [P]);
 - computes its loss from the gathered embeddings of those groups and the batch
   (`Objective.batch_loss`); its ``forward`` is the math on plain tensors.
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from dualview.train.batching import Batch
 
 #: Every text group an objective may ask for.
-TEXT_GROUPS = ("queries", "documents", "cross")
+TEXT_GROUPS = ("queries", "documents", "cross", "pairs")
 
 
 class Objective(nn.Module):

@@ -24,6 +24,23 @@ def contrast(positive: torch.Tensor, negatives: Sequence[torch.Tensor]) -> torch
     return torch.logsumexp(logits, dim=1) - positive
 
 
+def relation_contrast(
+    scores: torch.Tensor, relations: torch.Tensor, in_batch_negatives: bool = False
+) -> torch.Tensor:
+    """`RelationInfoNCE`'s loss from the scaled logits ``scores`` [Q, D] (see its docstring)."""
+    negative = relations == -1
+    if in_batch_negatives:
+        negative = negative | (relations == 0)
+    negative_logits = scores.masked_fill(~negative, float("-inf"))
+    rows, cols = torch.nonzero(relations == 1, as_tuple=True)
+    if rows.numel() == 0:
+        return scores.sum() * 0.0
+    pair_loss = contrast(scores[rows, cols], [negative_logits[rows]])
+    positives_per_row = (relations == 1).sum(1).clamp(min=1).to(pair_loss.dtype)
+    weights = 1.0 / positives_per_row[rows]
+    return (pair_loss * weights).sum() / (relations == 1).any(1).sum()
+
+
 class RelationInfoNCE(Objective):
     r"""InfoNCE over a relation matrix.
 
@@ -47,17 +64,7 @@ class RelationInfoNCE(Objective):
 
     def forward(self, q: torch.Tensor, d: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
         scores = (full_precision(q) @ full_precision(d).T) / self.temperature
-        negative = relations == -1
-        if self.in_batch_negatives:
-            negative = negative | (relations == 0)
-        negative_logits = scores.masked_fill(~negative, float("-inf"))
-        rows, cols = torch.nonzero(relations == 1, as_tuple=True)
-        if rows.numel() == 0:
-            return scores.sum() * 0.0
-        pair_loss = contrast(scores[rows, cols], [negative_logits[rows]])
-        positives_per_row = (relations == 1).sum(1).clamp(min=1).to(pair_loss.dtype)
-        weights = 1.0 / positives_per_row[rows]
-        return (pair_loss * weights).sum() / (relations == 1).any(1).sum()
+        return relation_contrast(scores, relations, self.in_batch_negatives)
 
     def batch_loss(self, embeddings: Mapping[str, torch.Tensor], batch: Batch) -> torch.Tensor:
         queries = embeddings["queries"]

@@ -1,0 +1,133 @@
+"""One reranker step: score the batch's pairs (sharded over ranks), gather, back-propagate.
+
+A reranker (`dualview.models.reranker.TrainableReranker`) reads each (query text, document)
+pair together, so the batch's one text group is its labelled pairs
+(`dualview.train.batching.Batch.pair_index`) and their "embeddings" are one logit each. The
+machinery of the bi-encoder step then carries over unchanged (`dualview.train.step`):
+
+- rank r scores its contiguous share of the pairs and the logits are all-gathered, the local
+  share differentiable, so parameter gradients summed over ranks are the full-batch ones;
+- GradCache: a no-grad pass scores every chunk of length-sorted pairs, the loss is
+  back-propagated to the logits only, then each chunk is re-scored with gradients and
+  back-propagated with its cached logit gradients (RNG states replayed per chunk, so dropout
+  masks match). A group of 1 positive + 30 negatives per record thus costs the activations
+  of one chunk, not of the whole batch.
+
+Both views of an instance share their passages but not their pairs (the query text holds
+the instruction), so nothing of the forward pass is shared between the views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+
+from dualview.models.reranker import TrainableReranker
+from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
+from dualview.train.batching import Batch
+from dualview.train.objectives import Objective
+from dualview.train.step import (
+    Chunking,
+    StepStats,
+    _rng_state,
+    _set_rng_state,
+    gather_rows,
+    shard_bounds,
+    world,
+)
+
+GROUP = "pairs"
+
+
+def pair_tokens(model: TrainableReranker, batch: Batch) -> TokenizedTexts:
+    """Token ids of the batch's pairs: the loader's, else tokenized now."""
+    tokens = batch.tokens.get(GROUP)
+    return tokens if tokens is not None else model.tokenize_pairs(*batch.pair_texts())
+
+
+def _chunks(tokens: TokenizedTexts, lo: int, hi: int, chunking: Chunking | None) -> list[list[int]]:
+    if chunking is None:
+        return [list(range(lo, hi))] if hi > lo else []
+    local = plan_chunks(tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens)
+    return [[lo + i for i in chunk] for chunk in local]
+
+
+def _score_chunk(model: TrainableReranker, tokens: TokenizedTexts, chunk: list[int]):
+    return model(**model.pad_pairs(tokens, chunk)).float()
+
+
+def _score_share(model, tokens, lo, hi, chunks, grad: bool, states: list | None = None):
+    """Logits [hi - lo] of this rank's pairs in input order; records RNG states per chunk."""
+    device = next(model.parameters()).device
+    out = torch.zeros(hi - lo, device=device)
+    if not chunks:
+        return out
+    parts = []
+    for chunk in chunks:
+        if states is not None:
+            states.append(_rng_state())
+        with torch.set_grad_enabled(grad):
+            parts.append(_score_chunk(model, tokens, chunk))
+    rows = torch.tensor([i - lo for chunk in chunks for i in chunk], device=device)
+    return out.index_copy(0, rows, torch.cat(parts))
+
+
+def _gather(local: torch.Tensor, total: int) -> torch.Tensor:
+    return gather_rows(local.unsqueeze(1), total).squeeze(1)
+
+
+def rerank_step(
+    model: TrainableReranker,
+    loss_fn: Objective,
+    batch: Batch,
+    scale: float = 1.0,
+    chunk_size: int | Chunking | None = None,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
+    backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
+) -> StepStats:
+    """Accumulate ``scale`` x the gradient of the batch loss into ``model``'s parameters
+    (``chunk_size`` as in `dualview.train.step.contrastive_step`)."""
+    chunking = Chunking(max_items=chunk_size) if isinstance(chunk_size, int) else chunk_size
+    tokens = pair_tokens(model, batch)
+    rank, size = world()
+    total = len(tokens)
+    lo, hi = shard_bounds(total, size, rank)
+    chunks = _chunks(tokens, lo, hi, chunking)
+    if chunking is None:
+        with autocast():
+            scores = _gather(_score_share(model, tokens, lo, hi, chunks, grad=True), total)
+            loss = loss_fn.batch_loss({GROUP: scores}, batch)
+        backward(loss * scale)
+    else:
+        states: list = []
+        with autocast():
+            local = _score_share(model, tokens, lo, hi, chunks, grad=False, states=states)
+        cached = local.detach().requires_grad_(True)
+        with autocast():
+            loss = loss_fn.batch_loss({GROUP: _gather(cached, total)}, batch)
+        backward(loss * scale)
+        if cached.grad is not None:
+            for chunk, state in zip(chunks, states, strict=True):
+                _set_rng_state(state)
+                with autocast():
+                    out = _score_chunk(model, tokens, chunk)
+                rows = torch.tensor([i - lo for i in chunk], device=cached.grad.device)
+                out.backward(gradient=cached.grad[rows])
+    return _stats(model, tokens, loss, batch, lo, hi, chunks, chunking is not None)
+
+
+def _stats(model, tokens, loss, batch, lo, hi, chunks, gradcache: bool) -> StepStats:
+    limit = getattr(model, "max_length", None)
+    padded = sum(
+        len(chunk) * padded_width(int(tokens.lengths[chunk].max()), limit) for chunk in chunks
+    )
+    return StepStats(
+        float(loss.detach()),
+        len(batch.records),
+        len(tokens),
+        [int(v) for v in tokens.lengths[lo:hi]],
+        padded,
+        gradcache,
+    )
