@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from transformers import (
     LlamaConfig,
@@ -24,13 +27,15 @@ from transformers import (
 from dualview.config import validate_config
 from dualview.errors import ConfigError
 from dualview.models.config import LLM_RERANKER_PROMPT, ModelConfig
-from dualview.models.decoder import ADAPTER_DIR
+from dualview.models.decoder import ADAPTER_DIR, load_adapter
 from dualview.models.llm_reranker import LlmReranker
 from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
 from dualview.models.rerankers import load_reranker
+from dualview.train.trainer import LOG_FILE
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
 
+TRAIN_EPOCHS = 4
 FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
 SPECIALS = ["<unk>", "<s>", "</s>"]
 ARCHS = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
@@ -287,3 +292,40 @@ def test_a_tokenizer_without_pad_or_eos_is_a_config_error(tmp_path: Path) -> Non
     (path / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="neither a pad token nor an EOS token"):
         LlmReranker(reranker_config(path))
+
+
+def test_dualview_train_fits_an_llm_reranker_with_lora(tmp_path: Path) -> None:
+    base = make_tiny_lm(tmp_path / "llama", "llama")
+    out = tmp_path / "run"
+    model = reranker_config(base, lora=True, query_max_length=48, document_max_length=48)
+    config = {
+        "model": model.model_dump(mode="json", exclude_defaults=True),
+        "data": {"train_file": str(FIXTURE), "num_negatives": 3, "num_workers": 0},
+        "loss": {"objective": "rerank_listwise"},
+        "optim": {"lr": 1e-2, "warmup_steps": 0, "schedule": "constant"},
+        "output_dir": str(out),
+        "batch_size": 4,
+        "epochs": TRAIN_EPOCHS,
+        "seed": 1,
+    }
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    cli = [sys.executable, "-c", "from dualview.cli import main; main()", "train", str(path)]
+    run = subprocess.run(cli, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    logged = (out / LOG_FILE).read_text(encoding="utf-8").splitlines()
+    losses = [json.loads(line)["loss"] for line in logged]
+    per_epoch = len(losses) // TRAIN_EPOCHS  # batches differ within an epoch: compare epochs
+    assert sum(losses[-per_epoch:]) < 0.8 * sum(losses[:per_epoch]), losses
+
+    folder = out / "model"
+    loaded = load_reranker(folder, device="cpu")
+    assert isinstance(loaded, LlmReranker)
+    trained = _score_all(loaded)
+    fresh = LlmReranker(model)  # the base with fresh adapters, then the saved adapter
+    untrained = _score_all(fresh)
+    load_adapter(fresh.backbone, folder)
+    torch.testing.assert_close(
+        torch.tensor(_score_all(fresh)), torch.tensor(trained), atol=1e-5, rtol=0
+    )
+    assert abs(trained - untrained).max() > 1e-2  # training changed the scores

@@ -52,7 +52,11 @@ from dualview.io.folder import atomic_dir
 from dualview.models.config import LlmRerankerSettings, ModelConfig
 from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
 from dualview.models.fingerprint import update_with_weights
-from dualview.models.reranker import RERANKER_FILE, register_reranker_kind
+from dualview.models.reranker import (
+    RERANKER_FILE,
+    register_reranker_builder,
+    register_reranker_kind,
+)
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
 from dualview.progress import track
@@ -290,3 +294,4 @@ def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
 
 
 register_reranker_kind(KIND, load_llm_reranker)
+register_reranker_builder(KIND, LlmReranker)
