@@ -31,10 +31,8 @@ trains the LM to answer the question.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +55,7 @@ from dualview.models.reranker import (
     register_reranker_builder,
     register_reranker_kind,
 )
+from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
 from dualview.progress import track
@@ -114,7 +113,7 @@ class LlmReranker(nn.Module):
         self.answer_ids = answer_token_ids(self.tokenizer, self.settings.answers)
         if config.lora is not None:
             self.backbone = add_lora(self.backbone, config.lora)
-        self._threads = threading.local()  # one tokenizer per loader thread
+        self._tokenizers = ThreadTokenizers(self.tokenizer)  # one per loader thread
         #: Longest prompt: both texts at their limits plus the template's own tokens.
         self.max_length = config.query_max_length + config.document_max_length
         self.max_length += len(self.tokenize_pairs([""], [""]).ids)
@@ -124,12 +123,7 @@ class LlmReranker(nn.Module):
 
     def _tokenizer(self) -> Any:
         """This thread's tokenizer (a fast tokenizer keeps its truncation as state)."""
-        if threading.current_thread() is threading.main_thread():
-            return self.tokenizer
-        own = getattr(self._threads, "tokenizer", None)
-        if own is None:
-            own = self._threads.tokenizer = copy.deepcopy(self.tokenizer)
-        return own
+        return self._tokenizers.get()
 
     def tokenize_pairs(self, query_texts: Sequence[str], passages: Sequence[str]) -> TokenizedTexts:
         """Unpadded token ids of each pair's prompt (query text and passage cut to their limits);
