@@ -168,6 +168,7 @@ def test_batching_and_left_padding_leave_scores_unchanged(tiny_lm) -> None:
     model = LlmReranker(reranker_config(path))
     lengths = model.tokenize_pairs([QUERY] * len(PASSAGES), PASSAGES).lengths
     assert len(set(lengths.tolist())) > 1  # one batch really pads
+    assert model.score([], [], []).shape == (0,)
     alone = _score_all(model, batch_size=1)
     together = _score_all(model, batch_size=len(PASSAGES))
     torch.testing.assert_close(torch.tensor(together), torch.tensor(alone), atol=1e-5, rtol=0)
