@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from transformers import (
     LlamaConfig,
@@ -31,7 +33,8 @@ from dualview.models.decoder import ADAPTER_DIR, load_adapter
 from dualview.models.llm_reranker import LlmReranker
 from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
 from dualview.models.rerankers import load_reranker
-from dualview.train.trainer import LOG_FILE
+from dualview.train.config import TrainConfig
+from dualview.train.trainer import LOG_FILE, train
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
 
@@ -330,3 +333,39 @@ def test_dualview_train_fits_an_llm_reranker_with_lora(tmp_path: Path) -> None:
         torch.tensor(_score_all(fresh)), torch.tensor(trained), atol=1e-5, rtol=0
     )
     assert abs(trained - untrained).max() > 1e-2  # training changed the scores
+
+
+def test_training_resumes_exactly_with_lora_dropout(tmp_path: Path) -> None:
+    base = make_tiny_lm(tmp_path / "llama", "llama")
+    model = reranker_config(base, query_max_length=24, document_max_length=24)
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.1}  # dropout: the RNG state must resume too
+
+    def config(out: Path) -> TrainConfig:
+        data = {
+            "model": {**model.model_dump(mode="json"), "lora": lora},
+            "data": {"train_file": str(FIXTURE), "num_negatives": 2, "num_workers": 0},
+            "loss": {"objective": "rerank_listwise"},
+            "optim": {"lr": 1e-2, "warmup_steps": 0, "schedule": "constant"},
+            "output_dir": str(out),
+            "batch_size": 4,
+            "epochs": 2,
+            "checkpoint_every": 3,
+            "keep_checkpoints": 20,
+            "seed": 5,
+        }
+        return validate_config(TrainConfig, data, "test")
+
+    straight = tmp_path / "straight"
+    train(config(straight))
+    resumed = tmp_path / "resumed"
+    step3 = Path("checkpoints") / "step-00000003"
+    shutil.copytree(straight / step3, resumed / step3)
+    lines = (straight / LOG_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    (resumed / LOG_FILE).write_text("".join(lines[:3]), encoding="utf-8")
+    train(config(resumed), resume=True)
+    losses = [json.loads(line)["loss"] for line in lines]
+    logged = (resumed / LOG_FILE).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["loss"] for line in logged] == losses and len(losses) == 8
+    adapter = Path("model") / ADAPTER_DIR / "adapter_model.safetensors"
+    a, b = load_file(str(straight / adapter)), load_file(str(resumed / adapter))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
