@@ -11,8 +11,10 @@ from rich.table import Table
 
 from dualview.cli.options import Devices, Precision, split_devices
 from dualview.eval.benchmarks import BENCHMARKS
+from dualview.eval.benchmarks.base import FIRST_STAGES
 from dualview.eval.layout import display_value
 from dualview.eval.run import EvalSettings, Summary, evaluate
+from dualview.eval.two_stage import RerankSettings
 
 console = Console()
 
@@ -34,12 +36,6 @@ def print_summary(summary: Summary) -> None:
 
 
 def eval_command(
-    models: Annotated[
-        list[str],
-        typer.Argument(
-            help="Models: a folder, a Hub name, one of our checkpoints, embedded:minilm."
-        ),
-    ],
     benchmarks: Annotated[
         list[str],
         typer.Option(
@@ -50,6 +46,13 @@ def eval_command(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    models: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Models: a folder, a Hub name, one of our checkpoints, embedded:minilm. "
+            "With --reranker: the first stages (none with --first-stage bm25/candidates)."
+        ),
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
     device: Annotated[
         str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: auto).")
@@ -64,11 +67,33 @@ def eval_command(
     query_prompt: Annotated[str | None, typer.Option(help="Literal prompt before queries.")] = None,
     doc_prompt: Annotated[str | None, typer.Option(help="Literal prompt before documents.")] = None,
     backend: Annotated[str, typer.Option(help="Search backend: auto, torch, faiss.")] = "auto",
-    cache: Annotated[bool, typer.Option(help="Use the on-disk embedding cache.")] = True,
+    cache: Annotated[
+        bool, typer.Option(help="Use the on-disk embedding and reranker score caches.")
+    ] = True,
     precision: Precision = "auto",
     devices: Devices = None,
+    reranker: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reranker",
+            help="A saved reranker folder (repeatable): reranks the first stage's top k; "
+            "results are named RERANKER@FIRST_STAGE.",
+        ),
+    ] = None,
+    first_stage: Annotated[
+        str,
+        typer.Option(
+            help=f"First stage, one of {', '.join(FIRST_STAGES)}: the MODELS, BM25, or only "
+            "the benchmarks' own candidate lists. FollowIR always reranks its top_ranked.",
+        ),
+    ] = "model",
+    top_k: Annotated[
+        int, typer.Option(help="Documents per query the reranker rescores.", min=1)
+    ] = 20,
 ) -> None:
-    """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out."""
+    """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out.
+
+    With --reranker, each reranker rescores the top --top-k of each first stage."""
     settings = EvalSettings(
         query_template=query_template,
         force_template=force_template,
@@ -77,8 +102,9 @@ def eval_command(
         backend=backend,
         batch_size=batch_size,
     )
+    rerank = RerankSettings(rerankers=list(reranker or []), first_stage=first_stage, top_k=top_k)
     summary = evaluate(
-        models,
+        list(models or []),
         benchmarks,
         out,
         settings=settings,
@@ -86,6 +112,7 @@ def eval_command(
         cache=cache,
         precision=precision or "auto",
         devices=split_devices(devices),
+        rerank=rerank,
     )
     print_summary(summary)
     console.print(f"results: {out}/ (summary.md, summary.json, one JSON per model and benchmark)")

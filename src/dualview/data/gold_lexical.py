@@ -13,12 +13,11 @@ would mean the instructions give the answer away by their words.
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 
-from dualview.data.gold import GoldInstance, GoldPassage
-from dualview.data.gold_check import tokens
+from dualview.data.bm25 import BM25
+from dualview.data.gold import GoldInstance
 
 
 @dataclass
@@ -40,33 +39,6 @@ class PairAccuracy:
         """Shares of ``n`` (0 when empty)."""
         n = max(1, self.n)
         return {"orig": self.orig / n, "dv": self.dv / n, "both": self.both / n}
-
-
-class BM25:
-    """Okapi BM25 over a fixed passage collection (``k1``, ``b`` as usual)."""
-
-    def __init__(self, passages: list[GoldPassage], k1: float = 1.2, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
-        self.df: Counter[str] = Counter()
-        lengths = []
-        for passage in passages:
-            words = tokens(f"{passage.title} {passage.text}")
-            self.df.update(set(words))
-            lengths.append(len(words))
-        self.n = len(passages)
-        self.avg_len = sum(lengths) / max(1, self.n)
-
-    def score(self, query: str, passage: GoldPassage) -> float:
-        """BM25 of ``passage`` for ``query``."""
-        words = tokens(f"{passage.title} {passage.text}")
-        tf = Counter(words)
-        norm = self.k1 * (1 - self.b + self.b * len(words) / max(1e-9, self.avg_len))
-        total = 0.0
-        for word in set(tokens(query)):
-            if word in tf:
-                idf = math.log(1 + (self.n - self.df[word] + 0.5) / (self.df[word] + 0.5))
-                total += idf * tf[word] * (self.k1 + 1) / (tf[word] + norm)
-        return total
 
 
 def lexical_pairwise(instances: list[GoldInstance]) -> dict[str, PairAccuracy]:

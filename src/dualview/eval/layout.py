@@ -6,8 +6,9 @@ import re
 
 
 def model_slug(name: str) -> str:
-    """File-system-safe folder name for a model name or path."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")).strip("_") or "model"
+    """File-system-safe folder name for a model name or path (``@`` kept: it separates a
+    reranker from its first stage, ``<reranker>@<first stage>``)."""
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", name.strip("/")).strip("_") or "model"
 
 
 def display_value(metric: str, value: float) -> float:

@@ -12,6 +12,11 @@ Mapped today: FollowIR's sets (``Robust04InstructionRetrieval``, ``Core17...``,
 ``og`` scores) and InstructIR (``InstructIR``: nDCG@10 as main score). Other benchmarks have
 no mteb twin with the same data and are skipped.
 
+A two-stage result (`dualview.eval.two_stage`) goes under its model name
+``<reranker>@<first stage>``; its ``rerank`` record (reranker, first stage, k) is written
+as ``dualview_rerank`` into ``model_meta.json`` and into each task JSON (a top-level key
+that mteb's loader ignores).
+
 `followir_task` wraps a local FollowIR set folder as an mteb task (same layout as
 `dualview.eval.benchmarks.followir`), so the same model and data can be run through
 mteb itself: the tests check that mteb's p-MRR equals ours. mteb is imported lazily (it is
@@ -100,9 +105,13 @@ def write_mteb_results(payload: dict[str, Any], out_dir: str | Path) -> list[Pat
     folder = Path(out_dir) / "mteb" / model_slug(model["name"]).replace("/", "__") / REVISION
     meta = {"name": model["name"], "revision": REVISION, "embed_dim": model.get("dim")}
     meta.update(framework=["Sentence Transformers"], loader="dualview")
+    if payload.get("rerank") is not None:
+        meta["dualview_rerank"] = payload["rerank"]
     atomic_write_text(folder / "model_meta.json", json.dumps(meta, indent=2))
     paths = []
     for task, result in results.items():
+        if payload.get("rerank") is not None:
+            result["dualview_rerank"] = payload["rerank"]
         paths.append(folder / f"{task}.json")
         atomic_write_text(paths[-1], json.dumps(result, indent=2))
     return paths

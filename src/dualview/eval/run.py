@@ -14,8 +14,15 @@ Output, under ``out_dir``:
 - ``mteb/<model>/no_revision_available/<Task>.json``: mteb's result format for benchmarks mteb
   also has (`dualview.eval.mteb_compat`).
 
-A result file whose model fingerprint, data fingerprint and settings match the current call
-is reused instead of recomputed, so an interrupted multi-model run resumes where it stopped.
+A result file whose model fingerprint, data fingerprint, settings and two-stage record
+match the current call is reused instead of recomputed, so an interrupted multi-model run
+resumes where it stopped.
+
+Two-stage evaluation (``rerank=RerankSettings(...)``, `dualview.eval.two_stage`): each
+reranker over each first stage is one more column, ``<reranker>@<first stage>``::
+
+    evaluate(["embedded:minilm"], ["paired=data/gold-test"], "out/eval",
+             rerank=RerankSettings(rerankers=["out/ce"], first_stage="model", top_k=20))
 """
 
 from __future__ import annotations
@@ -30,9 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from dualview.eval.benchmarks import load_benchmark, spec_label
-from dualview.eval.benchmarks.base import Benchmark, EvalContext
+from dualview.eval.benchmarks.base import Benchmark
 from dualview.eval.layout import display_value, model_slug
 from dualview.eval.mteb_compat import write_mteb_results
+from dualview.eval.two_stage import (
+    Ranker,
+    RerankSettings,
+    open_reranker,
+    reranker_name,
+)
 from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.retrieval.encode import Encoder
 
@@ -93,7 +106,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _reusable(path: Path, model_fp: str, data_fp: str, settings: dict[str, Any]) -> dict | None:
+def _reusable(
+    path: Path,
+    model_fp: str,
+    data_fp: str,
+    settings: dict[str, Any],
+    rerank: dict[str, Any] | None = None,
+) -> dict | None:
     if not path.is_file():
         return None
     try:
@@ -104,26 +123,27 @@ def _reusable(path: Path, model_fp: str, data_fp: str, settings: dict[str, Any])
         old.get("model", {}).get("fingerprint") == model_fp
         and old.get("benchmark", {}).get("data_fingerprint") == data_fp
         and old.get("settings") == settings
+        and old.get("rerank") == rerank
     )
     return old if same else None
 
 
 def run_one(
-    encoder: Encoder,
-    model_name: str,
+    ranker: Ranker,
     spec: str,
     bench: Benchmark,
     settings: EvalSettings,
     out_path: Path,
 ) -> dict[str, Any]:
-    """Evaluate one model on one benchmark and write its JSON (or reuse a matching one)."""
+    """Evaluate one ranker (a model, or a reranker over a first stage) on one benchmark and
+    write its JSON (or reuse a matching one)."""
     data_fp = bench.fingerprint()
     settings_dict = asdict(settings)
-    old = _reusable(out_path, encoder.fingerprint, data_fp, settings_dict)
+    record = ranker.record(bench)
+    old = _reusable(out_path, ranker.fingerprint(bench), data_fp, settings_dict, record)
     if old is not None:
         return old
-    ctx = EvalContext(
-        encoder=encoder,
+    ctx = ranker.context(
         query_template=settings.query_template,
         force_template=settings.force_template,
         query_prompt=settings.query_prompt,
@@ -133,7 +153,7 @@ def run_one(
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     result = bench.evaluate(ctx)
-    payload = {
+    payload: dict[str, Any] = {
         "benchmark": {
             "spec": spec,
             "label": spec_label(spec),
@@ -141,14 +161,12 @@ def run_one(
             "data_fingerprint": data_fp,
             "files": [str(f) for f in bench.files],
         },
-        "model": {
-            "name": model_name,
-            "fingerprint": encoder.fingerprint,
-            "dim": encoder.dim,
-            "max_seq_length": getattr(encoder.model, "max_seq_length", None),
-            "precision": encoder.precision,
-        },
+        "model": ranker.model_info(bench),
         "settings": settings_dict,
+    }
+    if record is not None:
+        payload["rerank"] = record
+    payload |= {
         "metrics": result.metrics,
         "counts": result.counts,
         "per_query": result.per_query,
@@ -171,33 +189,48 @@ def evaluate(
     cache: bool = True,
     precision: str = "auto",
     devices: list[str] | None = None,
+    rerank: RerankSettings | None = None,
 ) -> Summary:
     """Evaluate every model on every benchmark spec (``KIND[:SUBSETS][=PATH]``).
 
-    Benchmarks are loaded (and validated) before any model runs, so a bad path fails fast.
-    ``precision`` and ``devices`` go to the `Encoder` (``"fp32"`` forces full
+    Benchmarks (and reranker folders) are checked before any model runs, so a bad path
+    fails fast. ``precision`` and ``devices`` go to the `Encoder` (``"fp32"`` forces full
     precision; the precision is part of the model fingerprint, so results are only reused
-    for the same one).
+    for the same one). ``rerank``: rerankers over a first stage (`RerankSettings`); each
+    reranker over each first stage is a column ``<reranker>@<first stage>``, and with no
+    reranker the first stage alone (``models``, or ``bm25``) is evaluated.
     """
     settings = settings or EvalSettings()
+    rerank = rerank or RerankSettings()
+    rerank.check(list(models))
     out_dir = Path(out_dir)
     loaded = [(spec, spec_label(spec), load_benchmark(spec)) for spec in benchmarks]
-    summary = Summary(models=list(models), benchmarks=[label for _, label, _ in loaded])
-    for model_name in models:
-        encoder = Encoder(
-            model_name,
-            batch_size=settings.batch_size,
-            device=device,
-            cache=cache,
-            precision=precision,
-            devices=devices,
-        )
-        for spec, label, bench in loaded:
-            path = out_dir / model_slug(model_name) / f"{label}.json"
-            payload = run_one(encoder, model_name, spec, bench, settings, path)
-            summary.values.setdefault(model_name, {})[label] = payload["metrics"]
-            summary.files.append(path)
-        encoder.close()
+    summary = Summary(models=[], benchmarks=[label for _, label, _ in loaded])
+    for first in rerank.first_stages(list(models)):
+        encoder = None
+        if rerank.first_stage == "model":
+            encoder = Encoder(
+                first,
+                batch_size=settings.batch_size,
+                device=device,
+                cache=cache,
+                precision=precision,
+                devices=devices,
+            )
+        for item in rerank.rerankers or [None]:
+            ranker = Ranker(rerank.first_stage, first, encoder, top_k=rerank.top_k)
+            if item is not None:
+                ranker.reranker = open_reranker(item, device, settings.batch_size, cache)
+                ranker.reranker_name = reranker_name(item)
+            summary.models.append(ranker.name)
+            for spec, label, bench in loaded:
+                path = out_dir / model_slug(ranker.name) / f"{label}.json"
+                payload = run_one(ranker, spec, bench, settings, path)
+                summary.values.setdefault(ranker.name, {})[label] = payload["metrics"]
+                summary.files.append(path)
+            ranker.close()
+        if encoder is not None:
+            encoder.close()
     write_summary(summary, out_dir)
     return summary
 

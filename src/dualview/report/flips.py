@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dualview.data.gold_lexical import BM25
+from dualview.data.bm25 import BM25
 from dualview.data.schema import Document
 from dualview.io.files import iter_json_lines
 from dualview.report.table import ConfigResult
@@ -92,7 +92,7 @@ def _folder_query_texts(folder: Path) -> dict[str, QueryText]:
         )
         for _, row in iter_json_lines(paths["corpus.jsonl"])
     }
-    bm25 = BM25(list(corpus.values()))  # type: ignore[arg-type]  (title/text duck-typed)
+    bm25 = BM25(list(corpus.values()))
     out: dict[str, QueryText] = {}
     for _, row in iter_json_lines(paths["pairs.jsonl"]):
         for key in ("a", "b"):
@@ -107,8 +107,8 @@ def _folder_query_texts(folder: Path) -> dict[str, QueryText]:
                 domain=domain_of(str(row["pair_id"])),
             )
             full = f"{text.query} {text.instruction}"
-            good = max((bm25.score(full, d) for d in text.satisfying), default=0.0)  # type: ignore[arg-type]
-            bad = max((bm25.score(full, d) for d in text.violating), default=0.0)  # type: ignore[arg-type]
+            good = max((bm25.score(full, d) for d in text.satisfying), default=0.0)
+            bad = max((bm25.score(full, d) for d in text.violating), default=0.0)
             text.lexical_margin = good - bad
             out[text.qid] = text
     return out

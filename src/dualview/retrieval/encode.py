@@ -96,20 +96,27 @@ def model_fingerprint(model: Any) -> str:
 class EmbeddingCache:
     """SQLite store ``key -> float32 vector`` for one model fingerprint.
 
-    One file per fingerprint: ``<cache_dir>/embeddings/<fingerprint>.sqlite``. Safe to share
+    One file per fingerprint: ``<cache_dir>/<FOLDER>/<fingerprint>.sqlite`` (`FOLDER`:
+    ``embeddings``; a subclass stores other vectors in a folder of its own, e.g. reranker
+    scores as vectors of size 1, `dualview.retrieval.rerank.ScoreCache`). Safe to share
     between processes (SQLite locking, WAL journal); duplicate inserts are ignored. A file
     that is not a readable database is reported once, moved aside (``.damaged``) and started
     afresh; a stored vector of the wrong size is ignored, so its text is encoded again.
     """
 
+    #: the folder under the cache root that holds the files
+    FOLDER = "embeddings"
+    #: what the vectors are, for messages
+    LABEL = "embedding"
+
     def __init__(self, fingerprint: str, root: Path | None = None) -> None:
-        folder = (root or cache_dir()) / "embeddings"
+        folder = (root or cache_dir()) / self.FOLDER
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{fingerprint}.sqlite"
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
-            warn_once(f"warning: {self.path}: damaged embedding cache ({exc}); starting afresh")
+            warn_once(f"warning: {self.path}: damaged {self.LABEL} cache ({exc}); starting afresh")
             self._conn.close()
             for suffix in ("", "-wal", "-shm"):
                 part = Path(f"{self.path}{suffix}")

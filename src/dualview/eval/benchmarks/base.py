@@ -2,9 +2,16 @@
 
 A benchmark is a class with a `BenchmarkMeta` (mteb style: name, reference, Hub
 dataset, main score) built from a local folder in the upstream layout, or from the Hugging
-Face Hub by name (`hub_snapshot`, online only). `Benchmark.evaluate` encodes with
-the context's `dualview.retrieval.encode.Encoder` and returns a `BenchmarkResult`:
+Face Hub by name (`hub_snapshot`, online only). `Benchmark.evaluate` ranks through the
+helpers here (`encode_corpus`, `retrieve`, `rerank`) and returns a `BenchmarkResult`:
 flat metric means plus per-query values, so every number can be traced to its queries.
+
+The helpers run the context's first stage (``model``: its
+`dualview.retrieval.encode.Encoder`; ``bm25``: `dualview.data.bm25.BM25` over the same
+documents; ``candidates``: none, the benchmark's own candidate lists) and, when the context
+has a reranker, the second stage on the first stage's top ``k``
+(`dualview.retrieval.rerank.rerank_top_k`). So a benchmark written for a bi-encoder is
+evaluated two-stage without knowing it.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dualview.data.bm25 import BM25
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.schema import Document
 from dualview.errors import DataError, DualviewError
 from dualview.eval.metrics import MetricResult
 from dualview.retrieval.encode import Encoder
+from dualview.retrieval.rerank import CachedReranker, rerank_top_k
 from dualview.retrieval.search import Run, rerank_run, topk_run
 from dualview.retrieval.text import InstructedQuery, doc_text
 
@@ -35,26 +44,49 @@ class BenchmarkMeta:
     hub_dataset: str | None = None
 
 
+#: First stages of two-stage evaluation: a bi-encoder, BM25, the benchmark's candidates.
+FIRST_STAGES = ("model", "bm25", "candidates")
+
+
 @dataclass
 class EvalContext:
     """How to run a model on a benchmark.
 
     Args:
-        encoder: the model to evaluate.
+        encoder: the model to evaluate (the first stage ``model``; None for the others).
         query_template: how a query and its instruction become one text; mteb and
             Promptriever use ``"{query} {instruction}"``. A benchmark whose upstream code puts
             the instruction first (MAIR) uses its own order unless ``force_template`` is set.
         query_prompt: literal prompt the model reads before every query (e.g. ``"query: "``).
         doc_prompt: literal prompt before every document.
         backend: search backend for full-corpus retrieval (``auto``, ``torch``, ``faiss``).
+        first_stage: ``model`` (the encoder), ``bm25`` or ``candidates`` (`FIRST_STAGES`).
+        reranker: the second stage, which rescores the first stage's ``top_k``; None: the
+            first stage's run is the result.
+        top_k: documents per query the reranker rescores.
     """
 
-    encoder: Encoder
+    encoder: Encoder | None = None
     query_template: str = "{query} {instruction}"
     force_template: bool = False
     query_prompt: str | None = None
     doc_prompt: str | None = None
     backend: str = "auto"
+    first_stage: str = "model"
+    reranker: CachedReranker | None = None
+    top_k: int = 20
+
+    def __post_init__(self) -> None:
+        if self.first_stage not in FIRST_STAGES:
+            raise DualviewError(
+                f"first stage {self.first_stage!r}: use one of {', '.join(FIRST_STAGES)}"
+            )
+        if self.first_stage == "model" and self.encoder is None:
+            raise DualviewError("first stage 'model' needs an encoder")
+        if self.first_stage == "candidates" and self.reranker is None:
+            raise DualviewError("first stage 'candidates' needs a reranker (it scores nothing)")
+        if self.top_k < 1:
+            raise DualviewError(f"top_k must be at least 1, not {self.top_k}")
 
     def query_text(self, query: str, instruction: str, upstream_template: str | None = None) -> str:
         template = self.query_template
@@ -87,6 +119,9 @@ class Benchmark(ABC):
     """A loaded benchmark; subclasses set ``meta`` and implement `evaluate`."""
 
     meta: BenchmarkMeta
+    #: a reranker scores every candidate of the benchmark's own lists, whatever the first
+    #: stage (FollowIR, as mteb reranks ``top_ranked``)
+    reranks_own_candidates: bool = False
     #: files whose bytes define the data (for the data fingerprint)
     files: list[Path]
     #: the folder read when the spec names no path, for data shipped with dualview
@@ -133,14 +168,44 @@ def hub_snapshot(repo_id: str, allow_patterns: list[str] | None = None) -> Path:
         ) from None
 
 
+#: What `encode_corpus` returns: document ids, id -> row, and the first stage's index of
+#: the documents (an embedding matrix, a `BM25`, or None for the ``candidates`` stage).
+CorpusIndex = tuple[list[str], dict[str, int], object]
+
+
 def encode_corpus(
     ctx: EvalContext, corpus: Mapping[str, Document], ids: Sequence[str] | None = None
-) -> tuple[list[str], dict[str, int], object]:
-    """Embeddings of ``ids`` (default: the whole corpus) -> (ids, id -> row, matrix)."""
+) -> CorpusIndex:
+    """The first stage's index of ``ids`` (default: the whole corpus) -> (ids, id -> row,
+    embeddings | BM25 | None)."""
     ids = list(corpus) if ids is None else list(dict.fromkeys(ids))
+    rows = {d: i for i, d in enumerate(ids)}
+    if ctx.first_stage == "bm25":
+        return ids, rows, BM25([corpus[d] for d in ids])
+    if ctx.first_stage == "candidates":
+        return ids, rows, None
     texts = [doc_text(corpus[d]) for d in ids]
-    emb = ctx.encoder.encode(texts, prompt=ctx.doc_prompt, description="documents")
-    return ids, {d: i for i, d in enumerate(ids)}, emb
+    emb = ctx.encoder.encode(texts, prompt=ctx.doc_prompt, description="documents")  # type: ignore[union-attr]
+    return ids, rows, emb
+
+
+def _encode_queries(ctx: EvalContext, queries: Mapping[str, str]) -> object:
+    return ctx.encoder.encode(  # type: ignore[union-attr]
+        list(queries.values()), prompt=ctx.query_prompt, description="queries"
+    )
+
+
+def _second_stage(
+    ctx: EvalContext,
+    queries: Mapping[str, str],
+    corpus: Mapping[str, Document],
+    run: Run,
+    k: int | None,
+) -> Run:
+    """``run`` itself, or reranked by the context's reranker (its ``k`` best per query)."""
+    if ctx.reranker is None:
+        return run
+    return rerank_top_k(run, queries, lambda d: doc_text(corpus[d]), ctx.reranker, k)
 
 
 def retrieve(
@@ -148,15 +213,25 @@ def retrieve(
     queries: Mapping[str, str],
     corpus: Mapping[str, Document],
     k: int,
-    corpus_emb: tuple[list[str], dict[str, int], object] | None = None,
+    corpus_emb: CorpusIndex | None = None,
 ) -> Run:
-    """Full-corpus top-``k`` run for ``queries`` (query id -> full query text)."""
-    doc_ids, _, doc_emb = corpus_emb or encode_corpus(ctx, corpus)
-    qids = list(queries)
-    q_emb = ctx.encoder.encode(
-        [queries[q] for q in qids], prompt=ctx.query_prompt, description="queries"
-    )
-    return topk_run(qids, q_emb, doc_ids, doc_emb, k, backend=ctx.backend)  # type: ignore[arg-type]
+    """Full-corpus top-``k`` run for ``queries`` (query id -> full query text), reranked
+    when the context has a reranker."""
+    if ctx.first_stage == "candidates":
+        raise DualviewError(
+            "first stage 'candidates': this benchmark has no candidate lists for some of its "
+            "queries; use --first-stage model or bm25"
+        )
+    doc_ids, _, index = corpus_emb or encode_corpus(ctx, corpus)
+    if isinstance(index, BM25):
+        run: Run = {}
+        for qid, text in queries.items():
+            scores, rows = index.top_k(text, k)
+            run[qid] = {doc_ids[r]: float(v) for v, r in zip(scores, rows, strict=True)}
+    else:
+        q_emb = _encode_queries(ctx, queries)
+        run = topk_run(list(queries), q_emb, doc_ids, index, k, backend=ctx.backend)  # type: ignore[arg-type]
+    return _second_stage(ctx, queries, corpus, run, ctx.top_k)
 
 
 def rerank(
@@ -164,18 +239,31 @@ def rerank(
     queries: Mapping[str, str],
     corpus: Mapping[str, Document],
     candidates: Mapping[str, Sequence[str]],
-    corpus_emb: tuple[list[str], dict[str, int], object] | None = None,
+    corpus_emb: CorpusIndex | None = None,
+    rerank_all: bool = False,
 ) -> Run:
-    """Scores of each query's candidate documents (reranking mode)."""
+    """Scores of each query's candidate documents (reranking mode).
+
+    With a reranker in the context: the first stage scores the candidates and the reranker
+    rescores its top ``k``; with ``rerank_all`` (or the ``candidates`` first stage) the
+    reranker scores every candidate and the first stage is not run.
+    """
+    if ctx.reranker is not None and (rerank_all or ctx.first_stage == "candidates"):
+        given = {q: {d: 0.0 for d in candidates.get(q, ())} for q in queries}
+        return _second_stage(ctx, queries, corpus, given, None)
     if corpus_emb is None:
         needed = [d for q in queries for d in candidates.get(q, ())]
         corpus_emb = encode_corpus(ctx, corpus, needed)
-    _, index, doc_emb = corpus_emb
-    qids = list(queries)
-    q_emb = ctx.encoder.encode(
-        [queries[q] for q in qids], prompt=ctx.query_prompt, description="queries"
-    )
-    return rerank_run(qids, q_emb, index, doc_emb, candidates)
+    _, row_of, index = corpus_emb
+    if isinstance(index, BM25):
+        run: Run = {}
+        for qid, text in queries.items():
+            scores = index.scores(text)
+            run[qid] = {d: float(scores[row_of[d]]) for d in candidates.get(qid, ())}
+    else:
+        q_emb = _encode_queries(ctx, queries)
+        run = rerank_run(list(queries), q_emb, row_of, index, candidates)
+    return _second_stage(ctx, queries, corpus, run, ctx.top_k)
 
 
 def check_known_docs(

@@ -13,6 +13,9 @@ sub-folder holding ``queries.jsonl`` is a set). Each query's candidates (``top_r
 whole corpus when the file is absent) are scored once with ``query + instruction_og`` and once
 with ``query + instruction_changed``. Reported per set and averaged over sets:
 
+A reranker (two-stage evaluation) scores every ``top_ranked`` candidate, as mteb does,
+whatever the first stage.
+
 - ``p-MRR`` (×100) over documents relevant under ``qrels_og`` and not under ``qrels_changed``;
 - ``Score``: the paper's measure on the original-instruction run against ``qrels_og``:
   MAP@1000 (Robust04, Core17), nDCG@5 (News21); MAP@1000 for any other set name.
@@ -126,8 +129,8 @@ class FollowIRSet:
             }
             for key in ("og", "changed")
         }
-        og_run = rerank(ctx, texts["og"], self.corpus, self.candidates)
-        new_run = rerank(ctx, texts["changed"], self.corpus, self.candidates)
+        og_run = rerank(ctx, texts["og"], self.corpus, self.candidates, rerank_all=True)
+        new_run = rerank(ctx, texts["changed"], self.corpus, self.candidates, rerank_all=True)
         prefix = self.display
         result.add(
             f"{prefix}/p-MRR",
@@ -165,6 +168,7 @@ class FollowIR(Benchmark):
         main_score="p-MRR",
         hub_dataset="jhu-clsp/{robust04,core17,news21}-instructions",
     )
+    reranks_own_candidates = True
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:
         if path is None:
