@@ -369,3 +369,44 @@ def test_training_resumes_exactly_with_lora_dropout(tmp_path: Path) -> None:
     adapter = Path("model") / ADAPTER_DIR / "adapter_model.safetensors"
     a, b = load_file(str(straight / adapter)), load_file(str(resumed / adapter))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+class _Spy:
+    """A loaded reranker that remembers every triple it scored and the score it gave."""
+
+    def __init__(self, model: LlmReranker) -> None:
+        self.model, self.name, self.scored = model, "spy", {}
+
+    @property
+    def fingerprint(self) -> str:
+        return self.model.fingerprint
+
+    def score(self, queries, instructions, passages, batch_size: int = 32):
+        scores = self.model.score(queries, instructions, passages, batch_size)
+        triples = zip(queries, instructions, passages, strict=True)
+        self.scored.update(zip(triples, scores, strict=True))
+        return scores
+
+
+def test_a_saved_llm_reranker_reranks_in_two_stage_evaluation(tmp_path: Path, monkeypatch):
+    from dualview.eval.run import evaluate
+    from dualview.eval.two_stage import RerankSettings
+    from tests.test_eval_rerank import write_pairs
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    folder = LlmReranker(reranker_config(make_tiny_lm(tmp_path / "llama", "llama")))
+    folder = folder.save(tmp_path / "reranker")
+    spec = [f"paired={write_pairs(tmp_path / 'pairs')}"]
+    by_path = RerankSettings(rerankers=[str(folder)], first_stage="bm25", top_k=2)
+    summary = evaluate([], spec, tmp_path / "a", rerank=by_path)
+    spy = _Spy(load_reranker(folder, device="cpu"))
+    by_object = RerankSettings(rerankers=[spy], first_stage="bm25", top_k=2)
+    again = evaluate([], spec, tmp_path / "b", rerank=by_object, cache=False)
+    assert spy.scored  # the folder's model scored the first stage's top 2 of each query
+    for (query, instruction, passage), score in spy.scored.items():
+        alone = spy.model.score([query], [instruction], [passage], batch_size=1)[0]
+        assert abs(alone - score) < 1e-5
+    name = f"{folder}@bm25"
+    assert again.values["spy@bm25"] == summary.values[name]
+    result = json.loads(next((tmp_path / "a").glob("*@bm25/paired.json")).read_text())
+    assert result["rerank"]["reranker"]["fingerprint"] == spy.fingerprint

@@ -58,7 +58,6 @@ from dualview.models.reranker import (
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
-from dualview.progress import track
 from dualview.resources import resolve_model_path
 
 KIND = "llm_reranker"
@@ -220,7 +219,7 @@ class LlmReranker(nn.Module):
         self.eval()
         try:
             with torch.inference_mode():
-                for chunk in track(chunks, "reranking"):
+                for chunk in chunks:  # progress: the caller's (CachedReranker's bar)
                     scores[chunk] = self(**self.pad_pairs(tokens, chunk)).cpu().numpy()
         finally:
             self.train(was_training)
