@@ -171,8 +171,9 @@ def test_killed_run_resumes_to_identical_weights(tmp_path: Path) -> None:
     # killed run. The listwise loss gives the head's bias a gradient that cancels to ~0, and
     # AdamW turns its rounding noise (which depends on the summation order) into lr-sized steps.
     subprocess.run(_cmd(path, straight), env=_env(), check=True, capture_output=True)
-    code = _run_until(_cmd(path, broken), broken / "checkpoints" / "step-00000004", signal.SIGKILL)
-    assert code == -signal.SIGKILL
+    marker = broken / "checkpoints" / "step-00000004"
+    code, printed = _run_until(_cmd(path, broken), marker, signal.SIGKILL)
+    assert code == -signal.SIGKILL, printed
     assert not (broken / "model").exists(), "the run finished before it could be killed"
     resumed = train(load_config(TrainConfig, path, [f"output_dir={broken}"]), resume=True)
     assert resumed.steps == 8 and not resumed.interrupted
