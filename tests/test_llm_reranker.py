@@ -323,6 +323,10 @@ def test_dualview_train_fits_an_llm_reranker_with_lora(tmp_path: Path) -> None:
     assert sum(losses[-per_epoch:]) < 0.8 * sum(losses[:per_epoch]), losses
 
     folder = out / "model"
+    card = (folder / "README.md").read_text(encoding="utf-8")  # the CLI's model card
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["pipeline_tag"] == "text-ranking" and "llm-reranker" in meta["tags"]
+    assert "load_reranker" in card and "bi-encoder" not in card and "Answers: ['true'" in card
     loaded = load_reranker(folder, device="cpu")
     assert isinstance(loaded, LlmReranker)
     trained = _score_all(loaded)
