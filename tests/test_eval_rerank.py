@@ -463,3 +463,127 @@ def test_bm25_alone_is_a_column_of_its_own(tmp_path: Path) -> None:
     payload = json.loads((tmp_path / "out" / "bm25" / "paired.json").read_text())
     assert payload["rerank"]["reranker"] is None and payload["rerank"]["top_k"] is None
     assert payload["rerank"]["first_stage"]["fingerprint"] == "bm25:k1=1.2:b=0.75"
+
+
+# --- end to end: a saved dualview cross-encoder through `dualview eval --reranker` -------
+
+
+class Counting:
+    """A loaded reranker, its calls counted."""
+
+    def __init__(self, inner: Reranker) -> None:
+        self.inner, self.calls = inner, 0
+        self.name = "counting"
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    def score(self, queries, instructions, passages, batch_size=32) -> np.ndarray:
+        self.calls += 1
+        return self.inner.score(queries, instructions, passages, batch_size)
+
+
+@pytest.mark.slow  # a CLI subprocess loading torch and a model: ~20 s alone, 90 s under load
+def test_dualview_eval_reranks_with_a_saved_cross_encoder(tmp_path: Path, monkeypatch) -> None:
+    """The CLI (a fresh process: the kind is found through `load_reranker`'s registry) reranks
+    BM25's top 3 with a tiny cross-encoder; the library gives the same numbers from the
+    score cache the CLI filled, without calling the model."""
+    import torch
+
+    from dualview.models.config import ModelConfig
+    from dualview.models.cross_encoder import CrossEncoderReranker
+    from dualview.models.rerankers import load_reranker
+    from tests.helpers import run_cli
+    from tests.train_tiny import make_tiny_encoder
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DUALVIEW_CACHE", str(cache))
+    torch.manual_seed(0)
+    tiny = make_tiny_encoder(tmp_path / "tiny")
+    folder = CrossEncoderReranker(ModelConfig(kind="cross_encoder", name_or_path=str(tiny))).save(
+        tmp_path / "ce"
+    )
+    specs = [f"paired={write_pairs(tmp_path / 'pairs')}", f"followir={FIX / 'followir'}"]
+    out = tmp_path / "out"
+    bench_args = [a for s in specs for a in ("-b", s)]
+    result = run_cli(
+        "eval",
+        *bench_args,
+        "-o",
+        str(out),
+        "--reranker",
+        str(folder),
+        "--first-stage",
+        "bm25",
+        "--top-k",
+        "3",
+        env={"DUALVIEW_CACHE": str(cache)},
+    )
+    assert result.returncode == 0, result.stderr
+    [paired_path] = out.glob("*@bm25/paired.json")
+    paired = json.loads(paired_path.read_text())
+    loaded = load_reranker(folder, "cpu")
+    assert paired["rerank"]["reranker"]["fingerprint"] == loaded.fingerprint
+    assert paired["rerank"]["top_k"] == 3
+    counted = Counting(loaded)
+    summary = evaluate(
+        [], specs, tmp_path / "again", rerank=RerankSettings([counted], "bm25", 3), device="cpu"
+    )
+    assert counted.calls == 0  # every score came from the cache the CLI wrote
+    cli = json.loads((out / "summary.json").read_text())["values"][f"{folder}@bm25"]
+    assert set(cli) == {"paired", "followir"}
+    for label, metrics in cli.items():
+        assert summary.values["counting@bm25"][label] == pytest.approx(metrics)
+
+
+# --- the score cache under faults ---------------------------------------------------------
+
+
+class Failing(Overlap):
+    """Overlap that raises on its ``fail_at``-th call (a kill in the middle of reranking)."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def score(self, queries, instructions, passages, batch_size=32) -> np.ndarray:
+        if self.calls + 1 == self.fail_at:
+            self.calls += 1
+            raise KeyboardInterrupt
+        return super().score(queries, instructions, passages, batch_size)
+
+
+def test_an_interrupted_reranking_resumes_from_its_committed_chunks(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import dualview.retrieval.rerank as rerank_module
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rerank_module, "CHUNK_SIZE", 2)
+    queries = [f"query {i}" for i in range(7)]
+    passages = [f"passage {i} query" for i in range(7)]
+    blanks = [""] * 7
+    with pytest.raises(KeyboardInterrupt):
+        CachedReranker(Failing(fail_at=3)).score(queries, blanks, passages)  # 2 chunks kept
+    resumed = Overlap()
+    scores = CachedReranker(resumed).score(queries, blanks, passages)
+    assert resumed.calls == 2 and len(resumed.seen) == 3  # only the 3 pairs never stored
+    expected = CachedReranker(Overlap(), cache=False).score(queries, blanks, passages)
+    np.testing.assert_array_equal(scores, expected)
+
+
+def test_a_damaged_score_cache_is_moved_aside_and_rescored(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    first = CachedReranker(Overlap())
+    first.score(["q"], ["i"], ["q i p"])
+    path = first.cache.path
+    first.close()
+    assert path.parent.name == "rerank_scores"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"not a database" * 100)
+    again = Overlap()
+    assert CachedReranker(again).score(["q"], ["i"], ["q i p"]).tolist() == [2.0]  # q, i
+    assert again.calls == 1 and Path(f"{path}.damaged").exists()
+    assert "damaged reranker score cache" in capsys.readouterr().err

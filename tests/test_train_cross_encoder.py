@@ -172,8 +172,8 @@ def test_killed_run_resumes_to_identical_weights(tmp_path: Path) -> None:
     # AdamW turns its rounding noise (which depends on the summation order) into lr-sized steps.
     subprocess.run(_cmd(path, straight), env=_env(), check=True, capture_output=True)
     marker = broken / "checkpoints" / "step-00000004"
-    code, printed = _run_until(_cmd(path, broken), marker, signal.SIGKILL)
-    assert code == -signal.SIGKILL, printed
+    code, out = _run_until(_cmd(path, broken), marker, signal.SIGKILL)
+    assert code == -signal.SIGKILL, out
     assert not (broken / "model").exists(), "the run finished before it could be killed"
     resumed = train(load_config(TrainConfig, path, [f"output_dir={broken}"]), resume=True)
     assert resumed.steps == 8 and not resumed.interrupted

@@ -252,31 +252,46 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
     """``trained``: row label -> train stage name; ``bases``: row label -> model name."""
 
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
-        from dualview.eval.run import EvalSettings, evaluate
+        from dualview.eval.run import EvalSettings, Summary, evaluate, write_summary
+        from dualview.eval.two_stage import RerankSettings, reranked_name
+        from dualview.models.rerankers import is_reranker
         from dualview.train.trainer import MODEL_DIR
 
         configurations = dict(bases) if exp.evaluation.include_base else {}
         for label, stage_name in trained.items():
             configurations[label] = str(up[stage_name] / MODEL_DIR)
-        atomic_write_text(
-            out / CONFIGURATIONS,
-            json.dumps(
-                {
-                    "models": configurations,
-                    "loss_logs": {
-                        label: str(up[stage] / "train_log.jsonl")
-                        for label, stage in trained.items()
-                    },
-                },
-                indent=2,
-            ),
-        )
         settings = EvalSettings(
             batch_size=exp.evaluation.batch_size, query_template=exp.evaluation.query_template
         )
-        summary = evaluate(
-            list(configurations.values()), exp.evaluation.benchmarks, out / "eval", settings
+        rerankers = {k: v for k, v in configurations.items() if is_reranker(v)}
+        encoders = [v for k, v in configurations.items() if k not in rerankers]
+        spec = exp.evaluation.rerank
+        bm25 = spec.first_stage == "bm25"
+        rerank = RerankSettings(
+            rerankers=list(rerankers.values()),
+            first_stage="bm25" if bm25 else "model",
+            top_k=spec.top_k,
         )
+        first_stage = [] if bm25 else [spec.first_stage]
+        for label, folder in rerankers.items():  # the report finds a reranked column by name
+            configurations[label] = reranked_name(folder, rerank.first_stages(first_stage)[0])
+        loss_logs = {label: str(up[stage] / "train_log.jsonl") for label, stage in trained.items()}
+        atomic_write_text(
+            out / CONFIGURATIONS,
+            json.dumps({"models": configurations, "loss_logs": loss_logs}, indent=2),
+        )
+        benchmarks, folder = exp.evaluation.benchmarks, out / "eval"
+        summaries = []
+        if encoders:
+            summaries.append(evaluate(encoders, benchmarks, folder, settings))
+        if rerankers:
+            summaries.append(evaluate(first_stage, benchmarks, folder, settings, rerank=rerank))
+        summary = Summary(models=[m for s in summaries for m in s.models], benchmarks=[])
+        for part in summaries:  # one summary of every column, whichever call produced it
+            summary.benchmarks = part.benchmarks
+            summary.values.update(part.values)
+            summary.files += part.files
+        write_summary(summary, folder)
         return {"models": len(configurations), "benchmarks": summary.benchmarks}
 
     return run

@@ -111,11 +111,21 @@ class TrainingSpec(StrictModel):
     backbones: dict[str, str] = Field(default_factory=dict)
 
 
+class RerankSpec(StrictModel):
+    """How a trained reranker (``model.kind: cross_encoder | llm_reranker``) is evaluated:
+    it rescores the ``top_k`` documents of ``first_stage`` (a bi-encoder's name or path, or
+    ``bm25``); FollowIR reranks its own candidates (`dualview.eval.two_stage`)."""
+
+    first_stage: str = "embedded:minilm"
+    top_k: int = Field(20, ge=1)
+
+
 class EvaluationSpec(StrictModel):
     benchmarks: list[str] = Field(min_length=1)
     include_base: bool = True
     batch_size: int = Field(32, gt=0)
     query_template: str = "{query} {instruction}"
+    rerank: RerankSpec = Field(default_factory=RerankSpec)
 
     @field_validator("benchmarks")
     @classmethod

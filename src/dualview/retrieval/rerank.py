@@ -203,5 +203,6 @@ __all__ = [
     "cache_file_name",
     "pair_key",
     "query_parts",
+    "ranked",
     "rerank_top_k",
 ]

@@ -1,0 +1,63 @@
+"""An experiment's eval stage evaluates a trained reranker over its first stage, beside the
+bi-encoders, and the report finds the reranked column under the arm's label."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from dualview.models.config import ModelConfig
+from dualview.models.cross_encoder import CrossEncoderReranker
+from dualview.pipeline.build import eval_stage
+from dualview.pipeline.experiment import Experiment
+from dualview.report.run_report import rows_of_eval_stage
+from tests.test_eval_rerank import write_pairs
+from tests.train_tiny import make_tiny_encoder
+
+
+def _experiment(pairs: Path, include_base: bool) -> Experiment:
+    return Experiment.model_validate(
+        {
+            "name": "rerank-arm",
+            "instructions": {"path": "gold:train", "views": ["orig", "dv"]},
+            "mixes": [{"name": "Ins-orig", "preset": "ins-orig", "size": 4}],
+            "training": {"base": "configs/train/minilm-cpu.yaml"},
+            "evaluation": {
+                "benchmarks": [f"paired={pairs}"],
+                "include_base": include_base,
+                "rerank": {"first_stage": "bm25", "top_k": 3},
+            },
+        }
+    )
+
+
+def test_a_trained_reranker_is_evaluated_over_the_first_stage(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    tiny = make_tiny_encoder(tmp_path / "tiny")
+    train_out = tmp_path / "train-ce"
+    config = ModelConfig(kind="cross_encoder", name_or_path=str(tiny))
+    CrossEncoderReranker(config).save(train_out / "model")
+    bi_out = tmp_path / "train-bi"  # a bi-encoder arm beside it: evaluated alone
+    shutil.copytree(tiny, bi_out / "model")
+    exp = _experiment(write_pairs(tmp_path / "pairs"), include_base=False)
+    out = tmp_path / "eval-stage"
+    out.mkdir()
+
+    trained = {"BI": "train-bi", "CE": "train-ce"}
+    done = eval_stage(exp, trained, {})(out, {"train-bi": bi_out, "train-ce": train_out})
+
+    models = json.loads((out / "configurations.json").read_text())["models"]
+    assert models == {"BI": str(bi_out / "model"), "CE": f"{train_out / 'model'}@bm25"}
+    [result_path] = (out / "eval").glob("*@bm25/paired.json")
+    result = json.loads(result_path.read_text())
+    assert result["rerank"]["top_k"] == 3 and result["rerank"]["first_stage"]["kind"] == "bm25"
+    summary = json.loads((out / "eval" / "summary.json").read_text())
+    assert summary["models"] == [models["BI"], models["CE"]]  # one summary of both calls
+    assert done["benchmarks"] == ["paired"]
+    rows = rows_of_eval_stage(out)
+    assert [r.name for r in rows] == ["BI", "CE"]
+    assert all("paired p-MRR" in r.metrics for r in rows)
