@@ -55,6 +55,13 @@ class Kind:
     library: str = "sentence-transformers"
 
 
+_LOAD_RERANKER = (
+    "from dualview.models.rerankers import load_reranker",
+    'model = load_reranker("PATH")',
+    'query, instruction = "what can replace eggs in baking?", "Only vegan answers."',
+    'print(model.score([query], [instruction], ["Flax seeds bind a batter."]))',
+)
+
 KINDS = {
     "bi_encoder": Kind(
         "A [sentence-transformers](https://www.sbert.net) bi-encoder",
@@ -84,13 +91,11 @@ KINDS = {
         "after a relevance prompt; LoRA merged, adapter in `lora_adapter/`)",
         "text-ranking",
         ("reranker", "llm-reranker"),
-        (
-            "from dualview.models.rerankers import load_reranker",
-            'model = load_reranker("PATH")',
-            'query, instruction = "what can replace eggs in baking?", "Only vegan answers."',
-            'print(model.score([query], [instruction], ["Flax seeds bind a batter."]))',
-        ),
+        _LOAD_RERANKER,
         library="transformers",
+    ),
+    "reranker": Kind(  # a kind registered by other code: read through its registered loader
+        "A dualview reranker", "text-ranking", ("reranker",), _LOAD_RERANKER, library="dualview"
     ),
 }
 
@@ -233,10 +238,10 @@ def render_model_card(
     info = _read_json(model_dir / "dualview_model.json")
     results = eval_results(eval_paths or [])
     model = train.get("model") or {}
-    kind = reranker_kind(model_dir) or "bi_encoder"
-    if kind in KINDS and kind != "bi_encoder":  # a reranker's description holds its template
+    kind = card_kind(model_dir)
+    if kind != "bi_encoder":  # a reranker's description holds its template
         info = _read_json(model_dir / RERANKER_FILE)
-    about = KINDS.get(kind, KINDS["bi_encoder"])
+    about = KINDS[kind]
     template = info.get("query_template", "{query} {instruction}")
     loss = train.get("loss") or {}
     body = [
@@ -269,9 +274,17 @@ def render_model_card(
         yaml.safe_dump(train, sort_keys=False).rstrip() if train else "# not recorded",
         "```",
     ]
-    meta = card_metadata(name, train, results, license_id, kind if kind in KINDS else "bi_encoder")
+    meta = card_metadata(name, train, results, license_id, kind)
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     return f"---\n{header}---\n\n" + "\n".join(body) + "\n"
+
+
+def card_kind(model_dir: Path) -> str:
+    """The folder's model kind as the card describes it (``reranker``: a kind it does not know)."""
+    kind = reranker_kind(model_dir)
+    if kind is None:
+        return "bi_encoder"
+    return kind if kind in KINDS else "reranker"
 
 
 def _kind_lines(kind: str, model: dict[str, Any], info: dict[str, Any]) -> list[str]:
@@ -281,7 +294,10 @@ def _kind_lines(kind: str, model: dict[str, Any], info: dict[str, Any]) -> list[
         return [f"- Answers: {info.get('answers', '-')}; prompt: `{prompt}`"]
     if kind == "cross_encoder":
         return [f"- Pair length: {info.get('max_length', '-')} tokens"]
-    return [f"- Pooling: {model.get('pooling', '-')}, normalized: {model.get('normalize', '-')}"]
+    if kind == "bi_encoder":
+        pooling, normalize = model.get("pooling", "-"), model.get("normalize", "-")
+        return [f"- Pooling: {pooling}, normalized: {normalize}"]
+    return []
 
 
 def write_model_card(
