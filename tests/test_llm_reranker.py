@@ -35,6 +35,7 @@ from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
 from dualview.models.rerankers import load_reranker
 from dualview.train.config import TrainConfig
 from dualview.train.trainer import LOG_FILE, train
+from tests.test_train_resume import _env
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
 
@@ -315,7 +316,7 @@ def test_dualview_train_fits_an_llm_reranker_with_lora(tmp_path: Path) -> None:
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     cli = [sys.executable, "-c", "from dualview.cli import main; main()", "train", str(path)]
-    run = subprocess.run(cli, capture_output=True, text=True, check=False)
+    run = subprocess.run(cli, capture_output=True, text=True, check=False, env=_env())
     assert run.returncode == 0, run.stderr[-3000:]
     logged = (out / LOG_FILE).read_text(encoding="utf-8").splitlines()
     losses = [json.loads(line)["loss"] for line in logged]
