@@ -199,3 +199,25 @@ def test_push_without_token_names_the_variable(mix: Path, tmp_path: Path, monkey
     monkeypatch.delenv("NO_TOKEN_HERE", raising=False)
     with pytest.raises(ConfigError, match="NO_TOKEN_HERE"):
         push(folder, "me/x", token_env="NO_TOKEN_HERE", endpoint="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("kind", "tag", "usage"),
+    [
+        ("cross_encoder", "cross-encoder", "CrossEncoder("),
+        ("llm_reranker", "llm-reranker", "load_reranker("),
+        ("someone_elses", "reranker", "load_reranker("),
+    ],
+)
+def test_a_reranker_card_says_what_it_is_and_how_to_load_it(tmp_path, kind, tag, usage) -> None:
+    from dualview.hub.model_card import render_model_card
+    from dualview.models.reranker import RERANKER_FILE
+
+    info = {"kind": kind, "query_template": "{instruction} :: {query}", "answers": ["yes", "no"]}
+    (tmp_path / RERANKER_FILE).write_text(json.dumps(info))
+    card = render_model_card(tmp_path)
+    meta = _front_matter(card)
+    assert meta["pipeline_tag"] == "text-ranking" and tag in meta["tags"]
+    assert usage in card and "SentenceTransformer(" not in card and "bi-encoder" not in card
+    assert "`{instruction} :: {query}`" in card  # the reranker's own template
+    assert ("Answers: ['yes', 'no']" in card) == (kind == "llm_reranker")

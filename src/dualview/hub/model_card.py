@@ -10,6 +10,10 @@ when given, the result JSONs of ``dualview eval`` for the model, and writes:
 - the base model, how to load and query it, the training config, the data manifest and an
   evaluation table (IR measures x100, p-MRR as is).
 
+A reranker folder (`dualview.models.reranker.RERANKER_FILE`) gets the same card with what
+its kind is and how to use it: a cross-encoder through sentence-transformers' ``CrossEncoder``,
+an LLM reranker through `dualview.models.rerankers.load_reranker` (`Kind`).
+
 The trainer writes the card on save (without evaluation); ``dualview model-card MODEL --eval
 DIR`` rewrites it with the evaluation table and the model-index.
 """
@@ -17,6 +21,7 @@ DIR`` rewrites it with the evaluation table and the model-index.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +33,71 @@ from dualview.errors import DataError
 from dualview.eval.layout import display_value
 from dualview.io.atomic import atomic_write_text
 from dualview.io.files import read_json_file
+from dualview.models.reranker import RERANKER_FILE, reranker_kind
 
 CARD_FILE = "README.md"
+
+_DUAL_VIEW = (
+    "for instruction-following retrieval: queries carry an instruction, and training on "
+    "dual-view data (each instruction paired with a reversed one under which an instruction "
+    "negative becomes the positive) teaches the model to read it."
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What the card says of one model kind: what it is, its Hub tags, how to use it."""
+
+    what: str
+    pipeline_tag: str
+    tags: tuple[str, ...]
+    usage: tuple[str, ...]
+    library: str = "sentence-transformers"
+
+
+_LOAD_RERANKER = (
+    "from dualview.models.rerankers import load_reranker",
+    'model = load_reranker("PATH")',
+    'query, instruction = "what can replace eggs in baking?", "Only vegan answers."',
+    'print(model.score([query], [instruction], ["Flax seeds bind a batter."]))',
+)
+
+KINDS = {
+    "bi_encoder": Kind(
+        "A [sentence-transformers](https://www.sbert.net) bi-encoder",
+        "sentence-similarity",
+        ("sentence-transformers", "feature-extraction"),
+        (
+            "from sentence_transformers import SentenceTransformer",
+            'model = SentenceTransformer("PATH_OR_REPO")',
+            'q = model.encode_query(["what can replace eggs in baking? Only vegan answers."])',
+            'd = model.encode_document(["Flax seeds mixed with water bind a batter."])',
+            "print(model.similarity(q, d))",
+        ),
+    ),
+    "cross_encoder": Kind(
+        "A [sentence-transformers](https://www.sbert.net) cross-encoder reranker",
+        "text-ranking",
+        ("sentence-transformers", "cross-encoder", "reranker"),
+        (
+            "from sentence_transformers import CrossEncoder",
+            'model = CrossEncoder("PATH_OR_REPO")',
+            'query = "what can replace eggs in baking? Only vegan answers."',
+            'print(model.predict([(query, "Flax seeds mixed with water bind a batter.")]))',
+        ),
+    ),
+    "llm_reranker": Kind(
+        "An LLM reranker (a causal LM whose score is the log-odds of its two answer words "
+        "after a relevance prompt; LoRA merged, adapter in `lora_adapter/`)",
+        "text-ranking",
+        ("reranker", "llm-reranker"),
+        _LOAD_RERANKER,
+        library="transformers",
+    ),
+    "reranker": Kind(  # a kind registered by other code: read through its registered loader
+        "A dualview reranker", "text-ranking", ("reranker",), _LOAD_RERANKER, library="dualview"
+    ),
+}
 
 
 def _present(path: Path) -> bool:
@@ -104,20 +172,20 @@ def _is_hub_name(name: str) -> bool:
 
 
 def card_metadata(
-    name: str, train: dict[str, Any], results: list[dict[str, Any]], license_id: str
+    name: str,
+    train: dict[str, Any],
+    results: list[dict[str, Any]],
+    license_id: str,
+    kind: str = "bi_encoder",
 ) -> dict[str, Any]:
     """YAML header of the model card."""
     base = str((train.get("model") or {}).get("name_or_path", ""))
+    about = KINDS[kind]
     meta: dict[str, Any] = {
-        "library_name": "sentence-transformers",
-        "pipeline_tag": "sentence-similarity",
+        "library_name": about.library,
+        "pipeline_tag": about.pipeline_tag,
         "license": license_id,
-        "tags": [
-            "sentence-transformers",
-            "feature-extraction",
-            "dualview",
-            "instruction-following-retrieval",
-        ],
+        "tags": [*about.tags, "dualview", "instruction-following-retrieval"],
     }
     if _is_hub_name(base):
         meta["base_model"] = base
@@ -170,29 +238,26 @@ def render_model_card(
     info = _read_json(model_dir / "dualview_model.json")
     results = eval_results(eval_paths or [])
     model = train.get("model") or {}
+    kind = card_kind(model_dir)
+    if kind != "bi_encoder":  # a reranker's description holds its template
+        info = _read_json(model_dir / RERANKER_FILE)
+    about = KINDS[kind]
     template = info.get("query_template", "{query} {instruction}")
     loss = train.get("loss") or {}
     body = [
         f"# {name}",
         "",
-        f"A [sentence-transformers](https://www.sbert.net) bi-encoder trained with dualview "
-        f"{__version__} for instruction-following retrieval: queries carry an instruction, and "
-        "training on dual-view data (each instruction paired with a reversed one under which an "
-        "instruction negative becomes the positive) teaches the model to read it.",
+        f"{about.what} trained with dualview {__version__} {_DUAL_VIEW}",
         "",
         f"- Base model: `{model.get('name_or_path', 'unknown')}`",
-        f"- Pooling: {model.get('pooling', '-')}, normalized: {model.get('normalize', '-')}",
+        *_kind_lines(kind, model, info),
         f"- Loss: {loss.get('objective', '-')} (temperature {loss.get('temperature', '-')})",
         f"- Query text: `{template}`; document text: `title + ' ' + text`",
         "",
         "## Usage",
         "",
         "```python",
-        "from sentence_transformers import SentenceTransformer",
-        'model = SentenceTransformer("PATH_OR_REPO")',
-        'q = model.encode_query(["what can replace eggs in baking? Only vegan answers."])',
-        'd = model.encode_document(["Flax seeds mixed with water bind a batter."])',
-        "print(model.similarity(q, d))",
+        *about.usage,
         "```",
         "",
         "## Evaluation",
@@ -209,10 +274,30 @@ def render_model_card(
         yaml.safe_dump(train, sort_keys=False).rstrip() if train else "# not recorded",
         "```",
     ]
-    header = yaml.safe_dump(
-        card_metadata(name, train, results, license_id), sort_keys=False, allow_unicode=True
-    )
+    meta = card_metadata(name, train, results, license_id, kind)
+    header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     return f"---\n{header}---\n\n" + "\n".join(body) + "\n"
+
+
+def card_kind(model_dir: Path) -> str:
+    """The folder's model kind as the card describes it (``reranker``: a kind it does not know)."""
+    kind = reranker_kind(model_dir)
+    if kind is None:
+        return "bi_encoder"
+    return kind if kind in KINDS else "reranker"
+
+
+def _kind_lines(kind: str, model: dict[str, Any], info: dict[str, Any]) -> list[str]:
+    """The card's facts that depend on the model kind."""
+    if kind == "llm_reranker":
+        prompt = str(info.get("prompt", "-")).replace("\n", " / ")
+        return [f"- Answers: {info.get('answers', '-')}; prompt: `{prompt}`"]
+    if kind == "cross_encoder":
+        return [f"- Pair length: {info.get('max_length', '-')} tokens"]
+    if kind == "bi_encoder":
+        pooling, normalize = model.get("pooling", "-"), model.get("normalize", "-")
+        return [f"- Pooling: {pooling}, normalized: {normalize}"]
+    return []
 
 
 def write_model_card(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from string import Formatter
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dualview.config import StrictModel
 
@@ -34,6 +35,43 @@ class LoraSettings(StrictModel):
         default_factory=lambda: list(DECODER_LINEAR_LAYERS),
         min_length=1,
     )
+
+
+#: The default prompt of an LLM reranker: its score is read at the position after "Answer:".
+LLM_RERANKER_PROMPT = (
+    "Judge whether the passage meets the search query and the instruction that comes with it.\n"
+    "Query: {query}\n"
+    "Passage: {passage}\n"
+    "Does the passage meet the query and its instruction? Answer true or false.\n"
+    "Answer:"
+)
+
+
+class LlmRerankerSettings(StrictModel):
+    """The prompt and answer words of an LLM reranker (`dualview.models.llm_reranker`)."""
+
+    # ``{query}``: the query joined with its instruction (``model.query_template``);
+    # ``{passage}``: the passage. The model reads the next token after the prompt's end.
+    prompt: str = LLM_RERANKER_PROMPT
+    # The relevant and the irrelevant answer; each must be one token of the tokenizer.
+    answers: tuple[str, str] = ("true", "false")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_fields(cls, prompt: str) -> str:
+        fields = [name for _, name, _, _ in Formatter().parse(prompt) if name is not None]
+        if sorted(fields) != ["passage", "query"]:
+            raise ValueError(
+                f"needs {{query}} and {{passage}} once each and no other field, found {fields}"
+            )
+        return prompt
+
+    @field_validator("answers")
+    @classmethod
+    def _distinct_answers(cls, answers: tuple[str, str]) -> tuple[str, str]:
+        if answers[0] == answers[1] or not all(answer.strip() for answer in answers):
+            raise ValueError(f"two different non-blank answer words expected, got {answers}")
+        return answers
 
 
 class ModelConfig(StrictModel):
@@ -66,3 +104,5 @@ class ModelConfig(StrictModel):
     append_eos: bool | None = None
     # LoRA adapters instead of full fine-tuning (None: all weights train).
     lora: LoraSettings | None = None
+    # Prompt and answer words of an LLM reranker (kind llm_reranker; None: the defaults).
+    llm_reranker: LlmRerankerSettings | None = None

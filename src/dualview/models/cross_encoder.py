@@ -20,13 +20,12 @@ runs batches of similar length in ``inference_mode``.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,6 +43,7 @@ from dualview.models.reranker import (
     register_reranker_builder,
     register_reranker_kind,
 )
+from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.tokens import TokenizedPairs, tokenize_pairs
 from dualview.resources import resolve_model_path
 
@@ -95,18 +95,13 @@ class CrossEncoderReranker(nn.Module):
         self.template = config.query_template
         self.max_length = max_length or pair_max_length(config, self.backbone)
         self._uses_types = "token_type_ids" in self.tokenizer.model_input_names
-        self._threads = threading.local()  # one tokenizer per loader thread
+        self._tokenizers = ThreadTokenizers(self.tokenizer)  # one per loader thread
 
     # -- training (TrainableReranker) ------------------------------------------------------
 
-    def _tokenizer(self):
-        """This thread's tokenizer: a fast tokenizer keeps its truncation as state."""
-        if threading.current_thread() is threading.main_thread():
-            return self.tokenizer
-        own = getattr(self._threads, "tokenizer", None)
-        if own is None:
-            own = self._threads.tokenizer = copy.deepcopy(self.tokenizer)
-        return own
+    def _tokenizer(self) -> Any:
+        """This thread's tokenizer (a fast tokenizer keeps its truncation as state)."""
+        return self._tokenizers.get()
 
     def tokenize_pairs(self, query_texts: Sequence[str], passages: Sequence[str]) -> TokenizedPairs:
         """Unpadded ids of each (query text, passage) pair (safe to call from several threads)."""

@@ -51,11 +51,22 @@ def configure_tokenizer(tokenizer, config: ModelConfig) -> None:
     embeddings (BERT) would see its positions shifted by left padding, so its embeddings
     would depend on the batch; pooling the last token works with either side.
     """
-    if tokenizer.pad_token is None:  # decoders often lack one
-        tokenizer.pad_token = tokenizer.eos_token
+    ensure_pad_token(tokenizer)
     if appends_eos(config, tokenizer):
         ensure_eos(tokenizer)
         tokenizer.padding_side = "left"
+
+
+def ensure_pad_token(tokenizer) -> None:
+    """Pad with the EOS token when the tokenizer has no pad token (decoders often lack one)."""
+    if tokenizer.pad_token is not None:
+        return
+    if tokenizer.eos_token is None:
+        raise ConfigError(
+            f"model.name_or_path: {type(tokenizer).__name__} has neither a pad token nor an EOS "
+            "token to pad with; use a tokenizer that has one of them"
+        )
+    tokenizer.pad_token = tokenizer.eos_token
 
 
 def ensure_eos(tokenizer) -> None:

@@ -7,7 +7,10 @@ line below makes the kind known wherever rerankers are loaded.
 
 from __future__ import annotations
 
-from dualview.models import cross_encoder  # noqa: F401  (registers "cross_encoder")
+from dualview.models import (
+    cross_encoder,  # noqa: F401  (registers "cross_encoder")
+    llm_reranker,  # noqa: F401  (registers "llm_reranker")
+)
 from dualview.models.reranker import (
     RERANKER_FILE,
     RERANKER_KINDS,

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from dualview.errors import DualviewError, warn_once
+from dualview.models.fingerprint import update_with_weights
 from dualview.models.interaction import encode_instructed_queries
 from dualview.models.saved import load_interaction_head
 from dualview.progress import track
@@ -88,18 +89,8 @@ def model_fingerprint(model: Any) -> str:
     digest.update(repr(model).encode())  # modules with their configs (pooling, max length)
     digest.update(repr(sorted(getattr(model, "prompts", {}).items())).encode())
     digest.update(str(getattr(model, "max_seq_length", "")).encode())
-    for name, tensor in model.state_dict().items():
-        digest.update(name.encode())
-        digest.update(str(tuple(tensor.shape)).encode())
-        digest.update(str(tensor.dtype).encode())
-        digest.update(tensor.detach().cpu().contiguous().view(-1).view(dtype=_u8()).numpy())
+    update_with_weights(digest, model)
     return digest.hexdigest()[:24]
-
-
-def _u8() -> Any:
-    import torch
-
-    return torch.uint8
 
 
 class EmbeddingCache:

@@ -17,7 +17,7 @@ from dualview.models.config import LoraSettings, ModelConfig
 ViewPolicy = Literal["together", "separate", "random"]
 MarginalSet = Literal["P", "I", "IQ"]
 #: Model kinds the trainer can train (`dualview.models.config.ModelKind`).
-TRAINABLE_KINDS = frozenset({"bi_encoder", "cross_encoder"})
+TRAINABLE_KINDS = frozenset({"bi_encoder", "cross_encoder", "llm_reranker"})
 #: ``loss.temperature`` when the config leaves it out: bi-encoders divide cosine
 #: similarities by it, rerankers their logits.
 DEFAULT_RERANK_TEMPERATURE = 1.0
@@ -138,7 +138,7 @@ class TrainConfig(StrictModel):
         if scores_pairs and not reranker:
             raise ValueError(
                 f"loss.objective: {self.loss.objective!r} trains rerankers; set model.kind "
-                "(cross_encoder) or choose a bi-encoder objective"
+                "(cross_encoder, llm_reranker) or choose a bi-encoder objective"
             )
         if reranker and "temperature" not in self.loss.model_fields_set:
             self.loss.temperature = DEFAULT_RERANK_TEMPERATURE

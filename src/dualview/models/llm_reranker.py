@@ -1,0 +1,290 @@
+"""LLM rerankers: a causal LM that answers "true" or "false" to a relevance question.
+
+The model reads one prompt per (query, instruction, passage) triple
+(``model.llm_reranker.prompt``, with ``{query}``: the query joined with its instruction
+through ``model.query_template``, and ``{passage}``), and its relevance score is the
+log-odds of the relevant answer token against the irrelevant one at the position after the
+prompt, as FollowIR-7B and Rank1 score relevance:
+
+    score = logit(true) - logit(false) = log p(true) - log p(false)
+
+where ``p`` is the two-way softmax over the two answer tokens (the log of the full softmax's
+normaliser cancels in the difference). Training a listwise or pairwise loss on this score
+trains the LM to answer the question.
+
+- **Answer tokens** (``model.llm_reranker.answers``, default ``true``/``false``): each word
+  must be one token of the tokenizer (encoded without special tokens); for byte-level BPE
+  tokenizers (Qwen, Llama 3) a word with a leading space (``" true"``) is the token that
+  naturally follows ``Answer:``.
+- **Truncation** cuts the query text and the passage to their own token limits
+  (``model.query_max_length``, ``model.document_max_length``) before they go into the prompt,
+  so the question at the prompt's end, and with it the answer position, is never cut.
+- **Left padding.** Every padded row ends at the last column, the answer position; position
+  ids count real tokens only, so a pair's score does not depend on its batch.
+- **LoRA** (``model.lora``): the adapters of `dualview.models.decoder` on the LM's linear
+  layers; only they train.
+- **Saved folder**: the merged LM with its tokenizer (a plain ``AutoModelForCausalLM``
+  folder), the adapter alone under ``lora_adapter/`` with LoRA, and
+  `dualview.models.reranker.RERANKER_FILE` holding the prompt, the answers and the lengths;
+  `dualview.models.reranker.load_reranker` reads it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from dualview.config import validate_config
+from dualview.data.formats.common import join_query_instruction
+from dualview.errors import ConfigError
+from dualview.io.atomic import atomic_write_text
+from dualview.io.folder import atomic_dir
+from dualview.models.config import LlmRerankerSettings, ModelConfig
+from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
+from dualview.models.fingerprint import update_with_weights
+from dualview.models.reranker import (
+    RERANKER_FILE,
+    register_reranker_builder,
+    register_reranker_kind,
+)
+from dualview.models.thread_tokenizer import ThreadTokenizers
+from dualview.models.token_ids import token_ids
+from dualview.models.tokens import TokenizedTexts, plan_chunks
+from dualview.resources import resolve_model_path
+
+KIND = "llm_reranker"
+#: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
+_NO_LIMIT = 1 << 30
+
+
+def _check_supported(config: ModelConfig) -> None:
+    """Options of `ModelConfig` that an LLM reranker does not have."""
+    if config.interaction != "concat":
+        raise ConfigError("model.interaction: an llm_reranker reads the joined text (concat)")
+    if config.unpadded:
+        raise ConfigError("model.unpadded: not supported for an llm_reranker")
+
+
+def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
+    """The token ids of the relevant and the irrelevant answer word; each must be one token."""
+    ids = []
+    for word in answers:
+        pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
+        unknown = tokenizer.unk_token_id is not None and pieces == [tokenizer.unk_token_id]
+        if len(pieces) != 1 or unknown:
+            shown = tokenizer.convert_ids_to_tokens(pieces)
+            raise ConfigError(
+                f"model.llm_reranker.answers: {word!r} is not one known token of "
+                f"{type(tokenizer).__name__} (it encodes as {shown}); choose a word that is "
+                "one token (byte-level BPE tokenizers often want a leading space: ' true')"
+            )
+        ids.append(int(pieces[0]))
+    if ids[0] == ids[1]:
+        raise ConfigError(f"model.llm_reranker.answers: {list(answers)} are the same token")
+    return ids[0], ids[1]
+
+
+class LlmReranker(nn.Module):
+    """A causal LM scoring relevance as answer log-odds; see the module docstring."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        _check_supported(config)
+        self.config = config
+        self.settings = config.llm_reranker or LlmRerankerSettings()
+        path = resolve_model_path(config.name_or_path)
+        remote = config.trust_remote_code
+        kwargs: dict[str, Any] = {"trust_remote_code": remote}
+        if config.attn_implementation is not None:
+            kwargs["attn_implementation"] = config.attn_implementation
+        self.backbone = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
+        ensure_pad_token(self.tokenizer)
+        self.tokenizer.padding_side = "left"
+        self.answer_ids = answer_token_ids(self.tokenizer, self.settings.answers)
+        if config.lora is not None:
+            self.backbone = add_lora(self.backbone, config.lora)
+        self._tokenizers = ThreadTokenizers(self.tokenizer)  # one per loader thread
+        #: Longest prompt: both texts at their limits plus the template's own tokens.
+        self.max_length = config.query_max_length + config.document_max_length
+        self.max_length += len(self.tokenize_pairs([""], [""]).ids)
+        self._fingerprint: str | None = None
+
+    # -- training (TrainableReranker) -------------------------------------------------------
+
+    def _tokenizer(self) -> Any:
+        """This thread's tokenizer (a fast tokenizer keeps its truncation as state)."""
+        return self._tokenizers.get()
+
+    def tokenize_pairs(self, query_texts: Sequence[str], passages: Sequence[str]) -> TokenizedTexts:
+        """Unpadded token ids of each pair's prompt (query text and passage cut to their limits);
+        safe to call from several threads."""
+        if len(query_texts) != len(passages):
+            raise ValueError(f"{len(query_texts)} query texts but {len(passages)} passages")
+        queries = self._clip(query_texts, self.config.query_max_length)
+        docs = self._clip(passages, self.config.document_max_length)
+        prompts = [
+            self.settings.prompt.format(query=query, passage=doc)
+            for query, doc in zip(queries, docs, strict=True)
+        ]
+        if not prompts:
+            return TokenizedTexts.from_lists([])
+        return TokenizedTexts.from_lists(token_ids(self._tokenizer(), prompts, _NO_LIMIT))
+
+    def _clip(self, texts: Sequence[str], limit: int) -> list[str]:
+        """``texts`` cut to at most ``limit`` tokens each (decoded back to text when cut)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        tokenizer = self._tokenizer()
+        ids = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=limit + 1)
+        return [
+            tokenizer.decode(pieces[:limit], skip_special_tokens=True)
+            if len(pieces) > limit
+            else text
+            for text, pieces in zip(texts, ids["input_ids"], strict=True)
+        ]
+
+    def pad_pairs(
+        self, tokens: TokenizedTexts, indices: Sequence[int] | torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Left-padded ``input_ids`` and ``attention_mask`` of ``tokens[indices]``, on device."""
+        inputs = tokens.pad(indices, pad_id=int(self.tokenizer.pad_token_id), left=True)
+        device = self.device
+        return {key: value.to(device, non_blocking=True) for key, value in inputs.items()}
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Relevance logits [n] (float32) of left-padded prompts, with gradients."""
+        if input_ids.shape[0] and not bool(attention_mask[:, -1].all()):
+            raise ValueError("LlmReranker.forward: prompts must be left-padded (see pad)")
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            logits_to_keep=1,
+        )
+        logits = out.logits[:, -1].float()
+        relevant, irrelevant = self.answer_ids
+        return logits[:, relevant] - logits[:, irrelevant]
+
+    def train(self, mode: bool = True) -> LlmReranker:
+        if mode != self.training:
+            self._fingerprint = None  # the weights may have changed in training mode
+        return super().train(mode)
+
+    # -- evaluation (Reranker) -----------------------------------------------------------------
+
+    def query_texts(self, queries: Sequence[str], instructions: Sequence[str]) -> list[str]:
+        """Each query joined with its instruction through ``model.query_template``."""
+        template = self.config.query_template
+        return [
+            join_query_instruction(query, instruction, template)
+            for query, instruction in zip(queries, instructions, strict=True)
+        ]
+
+    def score(
+        self,
+        queries: Sequence[str],
+        instructions: Sequence[str],
+        passages: Sequence[str],
+        batch_size: int = 32,
+    ) -> np.ndarray:
+        """Relevance of ``passages[i]`` to ``queries[i]`` under ``instructions[i]``, float32 [n].
+
+        Prompts are scored in chunks of at most ``batch_size`` of similar length, longest
+        first, in eval mode and without autograd.
+        """
+        if not len(queries) == len(instructions) == len(passages):
+            raise ValueError(
+                f"score: {len(queries)} queries, {len(instructions)} instructions and "
+                f"{len(passages)} passages; one of each per pair expected"
+            )
+        tokens = self.tokenize_pairs(self.query_texts(queries, instructions), passages)
+        scores = np.empty(len(tokens), dtype=np.float32)
+        chunks = plan_chunks(tokens.lengths, max_items=max(1, batch_size))
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                for chunk in chunks:  # progress: the caller's (CachedReranker's bar)
+                    scores[chunk] = self(**self.pad_pairs(tokens, chunk)).cpu().numpy()
+        finally:
+            self.train(was_training)
+        return scores
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the weights (with their dtypes), prompt, answers, template and lengths.
+
+        Kept while the model stays in eval mode; hashing costs about a second per GB.
+        """
+        if self._fingerprint is not None and not self.training:
+            return self._fingerprint
+        digest = hashlib.sha256(json.dumps(self.description(), sort_keys=True).encode())
+        update_with_weights(digest, self.backbone)
+        value = digest.hexdigest()[:24]
+        if not self.training:
+            self._fingerprint = value
+        return value
+
+    # -- saving ------------------------------------------------------------------------------------
+
+    def description(self) -> dict[str, Any]:
+        """What `RERANKER_FILE` holds: the kind and everything that shapes the prompt."""
+        cfg = self.config
+        return {
+            "kind": KIND,
+            "prompt": self.settings.prompt,
+            "answers": list(self.settings.answers),
+            "answer_token_ids": list(self.answer_ids),
+            "query_template": cfg.query_template,
+            "query_max_length": cfg.query_max_length,
+            "document_max_length": cfg.document_max_length,
+            "trust_remote_code": cfg.trust_remote_code,
+        }
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the merged LM, its tokenizer, the LoRA adapter and `RERANKER_FILE`."""
+        folder = Path(folder)
+        with atomic_dir(folder) as out:  # the previous folder stays whole until this one is
+            export_backbone(self.backbone).save_pretrained(out)  # LoRA: a merged copy
+            self.tokenizer.save_pretrained(out)
+            save_adapter(self.backbone, out)
+            atomic_write_text(out / RERANKER_FILE, json.dumps(self.description(), indent=2))
+        return folder
+
+
+def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
+    """The reranker saved in ``folder`` by `LlmReranker.save`, in eval mode on ``device``."""
+    path = Path(folder) / RERANKER_FILE
+    info = json.loads(path.read_text(encoding="utf-8"))
+    fields = ("query_template", "query_max_length", "document_max_length", "trust_remote_code")
+    data = {key: info[key] for key in fields if key in info}
+    data.update(kind=KIND, name_or_path=str(folder))
+    data["llm_reranker"] = {key: info[key] for key in ("prompt", "answers") if key in info}
+    model = LlmReranker(validate_config(ModelConfig, data, str(path)))
+    saved_ids = info.get("answer_token_ids")
+    if saved_ids is not None and list(saved_ids) != list(model.answer_ids):
+        raise ConfigError(
+            f"{path}: field 'answer_token_ids': {saved_ids}, but the saved tokenizer gives "
+            f"{list(model.answer_ids)} for {list(model.settings.answers)}"
+        )
+    target = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(target).eval()
+
+
+register_reranker_kind(KIND, load_llm_reranker)
+register_reranker_builder(KIND, LlmReranker)

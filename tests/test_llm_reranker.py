@@ -1,0 +1,417 @@
+"""LLM rerankers on tiny random Llama / Qwen2 LMs: the score is the answer log-odds read off
+the LM's logits, left padding leaves it unchanged, save -> load_reranker keeps it, LoRA trains
+the adapters alone and a listwise loss raises the positive."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2Tokenizer,
+)
+
+from dualview.config import validate_config
+from dualview.errors import ConfigError
+from dualview.models.config import LLM_RERANKER_PROMPT, ModelConfig
+from dualview.models.decoder import ADAPTER_DIR, load_adapter
+from dualview.models.llm_reranker import LlmReranker
+from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
+from dualview.models.rerankers import load_reranker
+from dualview.train.config import TrainConfig
+from dualview.train.trainer import LOG_FILE, train
+from tests.test_train_resume import _env
+
+pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
+
+TRAIN_EPOCHS = 4
+FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
+SPECIALS = ["<unk>", "<s>", "</s>"]
+ARCHS = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+QUERY = "effects of caffeine on sleep"
+INSTRUCTION = "I want physiological findings; market or sales information is not relevant."
+PASSAGES = [
+    "Caffeine blocks adenosine receptors in the brain and can delay sleep onset.",
+    "A survey of coffee shop owners found that afternoon sales of espresso drinks rose.",
+    "Bicycle lanes in Copenhagen carry more than forty percent of commuters",
+    "sleep",
+]
+
+
+def _word_tokenizer(folder: Path, pad: bool) -> PreTrainedTokenizerFast:
+    """Llama-like word-level tokenizer (BOS added) over the fixture's and the prompt's words,
+    with ``true``/``false`` as words; without a pad token unless ``pad``."""
+    text = FIXTURE.read_text(encoding="utf-8") + LLM_RERANKER_PROMPT + " true false yes no"
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", text.lower())))
+    specials = SPECIALS + (["<pad>"] if pad else [])
+    vocab = {token: i for i, token in enumerate(specials + words)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    extra = {"pad_token": "<pad>"} if pad else {}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", **extra
+    )
+    tokenizer.add_bos_token = True
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def _byte_tokenizer(folder: Path) -> Qwen2Tokenizer:
+    """Qwen2's tokenizer class over raw bytes, with merges that make ``true`` and ``false``
+    one token each (no BOS; EOS = pad = <|endoftext|>)."""
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    merges = []
+    for word in ("true", "false"):
+        for end in range(2, len(word) + 1):
+            merges.append((word[: end - 1], word[end - 1]))
+            vocab.setdefault(word[:end], len(vocab))
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges)
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def make_tiny_lm(folder: Path, arch: str, pad: bool = False) -> Path:
+    """A 2-layer, 32-dim causal LM (fixed seed) with its LM head, plus a tokenizer.
+
+    Weights are drawn with std 0.2, not the usual 0.02: at 0.02 every prompt of a random LM
+    ends in nearly the same state, and a few optimizer steps barely move a listwise loss."""
+    tokenizer = _word_tokenizer(folder, pad) if arch == "llama" else _byte_tokenizer(folder)
+    config_cls, model_cls = ARCHS[arch]
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    model_cls(config).save_pretrained(folder)
+    return folder
+
+
+def reranker_config(path: Path, lora: bool = False, **extra) -> ModelConfig:
+    data = {
+        "kind": "llm_reranker",
+        "name_or_path": str(path),
+        "query_max_length": 160,  # no cut: Qwen2's test tokenizer has one token per byte
+        "document_max_length": 160,
+        "lora": {"rank": 4, "alpha": 8} if lora else None,
+        **extra,
+    }
+    return validate_config(ModelConfig, data, "test")
+
+
+@pytest.fixture(params=sorted(ARCHS))
+def tiny_lm(request, tmp_path: Path) -> tuple[str, Path]:
+    return request.param, make_tiny_lm(tmp_path / request.param, request.param)
+
+
+def _score_all(model, passages=PASSAGES, batch_size: int = 32):
+    n = len(passages)
+    return model.score([QUERY] * n, [INSTRUCTION] * n, passages, batch_size=batch_size)
+
+
+def _hand_score(model: LlmReranker, passage: str) -> float:
+    """The prompt alone (no padding) through the LM's full logits: log p(true) - log p(false)."""
+    tok = model.tokenizer
+    prompt = LLM_RERANKER_PROMPT.format(query=f"{QUERY} {INSTRUCTION}", passage=passage)
+    ids = torch.tensor([tok(prompt)["input_ids"]])
+    with torch.no_grad():
+        logits = model.backbone(input_ids=ids).logits[0, -1].double()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    true_id = tok.convert_tokens_to_ids("true")
+    false_id = tok.convert_tokens_to_ids("false")
+    by_logits = float(logits[true_id] - logits[false_id])
+    assert by_logits == pytest.approx(float(log_probs[true_id] - log_probs[false_id]), abs=1e-9)
+    return by_logits
+
+
+def test_score_is_the_answer_log_odds_of_the_lm(tiny_lm) -> None:
+    arch, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    assert isinstance(model, Reranker) and isinstance(model, TrainableReranker)
+    tok = model.tokenizer
+    assert tok.pad_token_id == tok.eos_token_id  # the Llama tokenizer has no pad token: EOS
+    ids = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"], [PASSAGES[3]]).ids.tolist()
+    assert ids[-2:] == tok("Answer:", add_special_tokens=False)["input_ids"][-2:]  # no EOS
+    assert (ids[0] == tok.bos_token_id) == (arch == "llama")
+    scores = _score_all(model)
+    assert scores.dtype == "float32" and scores.shape == (len(PASSAGES),)
+    hand = [_hand_score(model, passage) for passage in PASSAGES]
+    torch.testing.assert_close(
+        torch.tensor(scores).double(), torch.tensor(hand, dtype=torch.float64), atol=1e-5, rtol=0
+    )
+    assert max(hand) - min(hand) > 1e-3  # the passages are told apart
+
+
+def test_batching_and_left_padding_leave_scores_unchanged(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    lengths = model.tokenize_pairs([QUERY] * len(PASSAGES), PASSAGES).lengths
+    assert len(set(lengths.tolist())) > 1  # one batch really pads
+    assert model.score([], [], []).shape == (0,)
+    alone = _score_all(model, batch_size=1)
+    together = _score_all(model, batch_size=len(PASSAGES))
+    torch.testing.assert_close(torch.tensor(together), torch.tensor(alone), atol=1e-5, rtol=0)
+    # the same pair in another batch, at another position
+    reordered = _score_all(model, passages=PASSAGES[::-1] + PASSAGES[:1])
+    torch.testing.assert_close(
+        torch.tensor(reordered[:4]), torch.tensor(alone[::-1].copy()), atol=1e-5, rtol=0
+    )
+    inputs = model.pad_pairs(model.tokenize_pairs([QUERY] * 2, PASSAGES[2:]), [0, 1])
+    right = {k: v.flip(-1) for k, v in inputs.items()}  # right padding is refused
+    assert not right["attention_mask"][:, -1].all()
+    with pytest.raises(ValueError, match="left-padded"):
+        model(**right)
+
+
+def test_long_texts_are_cut_before_the_question(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, query_max_length=32, document_max_length=24))
+    long_passage = " ".join(["caffeine blocks adenosine receptors in the brain"] * 30)
+    long_query = " ".join(["effects of caffeine on sleep"] * 30)
+    ids = model.tokenize_pairs([long_query], [long_passage]).ids.tolist()
+    short = model.tokenize_pairs([QUERY], ["sleep"]).ids.tolist()
+    overhead = len(short) - len(model.tokenizer(QUERY, add_special_tokens=False)["input_ids"])
+    assert len(ids) <= overhead + 32 + 24 + 2  # both cut to their limits (+ word joins)
+    tail = short[-6:]  # the question at the prompt's end is kept
+    assert ids[-6:] == tail
+
+
+def test_pairs_tokenize_alike_in_loader_threads(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, query_max_length=8, document_max_length=6))
+    jobs = [([QUERY] * 3, PASSAGES[i : i + 3]) for i in range(2)] * 8
+    serial = [model.tokenize_pairs(*job).ids.tolist() for job in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = [t.ids.tolist() for t in pool.map(lambda job: model.tokenize_pairs(*job), jobs)]
+    assert threaded == serial
+    assert max(model.tokenize_pairs(*jobs[0]).lengths.tolist()) <= model.max_length
+
+
+def test_save_then_load_reranker_gives_the_same_scores(tiny_lm, tmp_path: Path) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, lora=True, query_template="{instruction} {query}"))
+    torch.manual_seed(1)
+    with torch.no_grad():  # LoRA B starts at zero: make the adapter matter
+        for name, param in model.backbone.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+    before = _score_all(model)
+    folder = model.save(tmp_path / "saved")
+    info = json.loads((folder / RERANKER_FILE).read_text())
+    assert info["kind"] == "llm_reranker" and info["answers"] == ["true", "false"]
+    assert info["query_template"] == "{instruction} {query}"
+    assert (folder / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    loaded = load_reranker(folder, device="cpu")
+    assert isinstance(loaded, LlmReranker) and loaded.config.lora is None  # merged weights
+    after = _score_all(loaded)
+    torch.testing.assert_close(torch.tensor(after), torch.tensor(before), atol=1e-5, rtol=0)
+    base = _score_all(LlmReranker(reranker_config(path, query_template="{instruction} {query}")))
+    assert abs(base - before).max() > 1e-3  # the adapter changed the scores that were saved
+    assert load_reranker(folder, device="cpu").fingerprint == loaded.fingerprint
+
+
+def test_lora_trains_adapters_only_and_a_listwise_loss_raises_the_positive(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, lora=True)).train()
+    frozen = {
+        n: p.detach().clone() for n, p in model.backbone.named_parameters() if "lora_" not in n
+    }
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    names = [n for n, p in model.backbone.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    group = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"] * len(PASSAGES), PASSAGES)
+    inputs = model.pad_pairs(group, range(len(PASSAGES)))  # positive first
+    optimizer = torch.optim.AdamW(trainable, lr=3e-3)
+    before = model.fingerprint
+    losses, margins = [], []
+    for _ in range(6):
+        logits = model(**inputs)
+        loss = torch.nn.functional.cross_entropy(logits[None], torch.tensor([0]))
+        losses.append(float(loss.detach()))
+        margins.append(float((logits[0] - logits[1:].max()).detach()))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        final = model.eval()(**inputs)
+    final_loss = float(torch.nn.functional.cross_entropy(final[None], torch.tensor([0])))
+    assert final_loss < 0.6 * losses[0], [*losses, final_loss]
+    assert float(final[0] - final[1:].max()) > margins[0] + 0.5, margins
+    for name, param in model.backbone.named_parameters():
+        if name in frozen:
+            assert torch.equal(param, frozen[name]), name
+    assert model.fingerprint != before
+
+
+def test_answer_words_must_be_single_known_tokens(tiny_lm) -> None:
+    arch, path = tiny_lm
+    bad = "yes" if arch == "qwen2" else "relevant passage"
+    config = reranker_config(path, llm_reranker={"answers": [bad, "false"]})
+    with pytest.raises(ConfigError, match=r"model\.llm_reranker\.answers: .*one known token"):
+        LlmReranker(config)
+    unknown = reranker_config(path, llm_reranker={"answers": ["true", "zebra"]})
+    with pytest.raises(ConfigError, match=r"model\.llm_reranker\.answers"):
+        LlmReranker(unknown)  # Llama: one token, but <unk>; Qwen2: five bytes
+
+
+def test_prompt_and_answer_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="prompt"):
+        reranker_config(Path("x"), llm_reranker={"prompt": "Query: {query}\nAnswer:"})
+    with pytest.raises(ConfigError, match="prompt"):
+        reranker_config(Path("x"), llm_reranker={"prompt": "{query} {passage} {title}"})
+    with pytest.raises(ConfigError, match="answers"):
+        reranker_config(Path("x"), llm_reranker={"answers": ["true", "true"]})
+    with pytest.raises(ConfigError, match=r"model\.interaction"):
+        LlmReranker(reranker_config(Path("x"), interaction="cross_attention"))
+
+
+def test_a_tokenizer_without_pad_or_eos_is_a_config_error(tmp_path: Path) -> None:
+    path = make_tiny_lm(tmp_path / "llama", "llama")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("eos_token", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="neither a pad token nor an EOS token"):
+        LlmReranker(reranker_config(path))
+
+
+def test_dualview_train_fits_an_llm_reranker_with_lora(tmp_path: Path) -> None:
+    base = make_tiny_lm(tmp_path / "llama", "llama")
+    out = tmp_path / "run"
+    model = reranker_config(base, lora=True, query_max_length=48, document_max_length=48)
+    config = {
+        "model": model.model_dump(mode="json", exclude_defaults=True),
+        "data": {"train_file": str(FIXTURE), "num_negatives": 3, "num_workers": 0},
+        "loss": {"objective": "rerank_listwise"},
+        "optim": {"lr": 1e-2, "warmup_steps": 0, "schedule": "constant"},
+        "output_dir": str(out),
+        "batch_size": 4,
+        "epochs": TRAIN_EPOCHS,
+        "seed": 1,
+    }
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    cli = [sys.executable, "-c", "from dualview.cli import main; main()", "train", str(path)]
+    run = subprocess.run(cli, capture_output=True, text=True, check=False, env=_env())
+    assert run.returncode == 0, run.stderr[-3000:]
+    logged = (out / LOG_FILE).read_text(encoding="utf-8").splitlines()
+    losses = [json.loads(line)["loss"] for line in logged]
+    per_epoch = len(losses) // TRAIN_EPOCHS  # batches differ within an epoch: compare epochs
+    assert sum(losses[-per_epoch:]) < 0.8 * sum(losses[:per_epoch]), losses
+
+    folder = out / "model"
+    card = (folder / "README.md").read_text(encoding="utf-8")  # the CLI's model card
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["pipeline_tag"] == "text-ranking" and "llm-reranker" in meta["tags"]
+    assert "load_reranker" in card and "bi-encoder" not in card and "Answers: ['true'" in card
+    loaded = load_reranker(folder, device="cpu")
+    assert isinstance(loaded, LlmReranker)
+    trained = _score_all(loaded)
+    fresh = LlmReranker(model)  # the base with fresh adapters, then the saved adapter
+    untrained = _score_all(fresh)
+    load_adapter(fresh.backbone, folder)
+    torch.testing.assert_close(
+        torch.tensor(_score_all(fresh)), torch.tensor(trained), atol=1e-5, rtol=0
+    )
+    assert abs(trained - untrained).max() > 1e-2  # training changed the scores
+
+
+def test_training_resumes_exactly_with_lora_dropout(tmp_path: Path) -> None:
+    base = make_tiny_lm(tmp_path / "llama", "llama")
+    model = reranker_config(base, query_max_length=24, document_max_length=24)
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.1}  # dropout: the RNG state must resume too
+
+    def config(out: Path) -> TrainConfig:
+        data = {
+            "model": {**model.model_dump(mode="json"), "lora": lora},
+            "data": {"train_file": str(FIXTURE), "num_negatives": 2, "num_workers": 0},
+            "loss": {"objective": "rerank_listwise"},
+            "optim": {"lr": 1e-2, "warmup_steps": 0, "schedule": "constant"},
+            "output_dir": str(out),
+            "batch_size": 4,
+            "epochs": 2,
+            "checkpoint_every": 3,
+            "keep_checkpoints": 20,
+            "seed": 5,
+        }
+        return validate_config(TrainConfig, data, "test")
+
+    straight = tmp_path / "straight"
+    train(config(straight))
+    resumed = tmp_path / "resumed"
+    step3 = Path("checkpoints") / "step-00000003"
+    shutil.copytree(straight / step3, resumed / step3)
+    lines = (straight / LOG_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    (resumed / LOG_FILE).write_text("".join(lines[:3]), encoding="utf-8")
+    train(config(resumed), resume=True)
+    losses = [json.loads(line)["loss"] for line in lines]
+    logged = (resumed / LOG_FILE).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["loss"] for line in logged] == losses and len(losses) == 8
+    adapter = Path("model") / ADAPTER_DIR / "adapter_model.safetensors"
+    a, b = load_file(str(straight / adapter)), load_file(str(resumed / adapter))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+class _Spy:
+    """A loaded reranker that remembers every triple it scored and the score it gave."""
+
+    def __init__(self, model: LlmReranker) -> None:
+        self.model, self.name, self.scored = model, "spy", {}
+
+    @property
+    def fingerprint(self) -> str:
+        return self.model.fingerprint
+
+    def score(self, queries, instructions, passages, batch_size: int = 32):
+        scores = self.model.score(queries, instructions, passages, batch_size)
+        triples = zip(queries, instructions, passages, strict=True)
+        self.scored.update(zip(triples, scores, strict=True))
+        return scores
+
+
+def test_a_saved_llm_reranker_reranks_in_two_stage_evaluation(tmp_path: Path, monkeypatch):
+    from dualview.eval.run import evaluate
+    from dualview.eval.two_stage import RerankSettings
+    from tests.test_eval_rerank import write_pairs
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    folder = LlmReranker(reranker_config(make_tiny_lm(tmp_path / "llama", "llama")))
+    folder = folder.save(tmp_path / "reranker")
+    spec = [f"paired={write_pairs(tmp_path / 'pairs')}"]
+    by_path = RerankSettings(rerankers=[str(folder)], first_stage="bm25", top_k=2)
+    summary = evaluate([], spec, tmp_path / "a", rerank=by_path)
+    spy = _Spy(load_reranker(folder, device="cpu"))
+    by_object = RerankSettings(rerankers=[spy], first_stage="bm25", top_k=2)
+    again = evaluate([], spec, tmp_path / "b", rerank=by_object, cache=False)
+    assert spy.scored  # the folder's model scored the first stage's top 2 of each query
+    for (query, instruction, passage), score in spy.scored.items():
+        alone = spy.model.score([query], [instruction], [passage], batch_size=1)[0]
+        assert abs(alone - score) < 1e-5
+    name = f"{folder}@bm25"
+    assert again.values["spy@bm25"] == summary.values[name]
+    result = json.loads(next((tmp_path / "a").glob("*@bm25/paired.json")).read_text())
+    assert result["rerank"]["reranker"]["fingerprint"] == spy.fingerprint
