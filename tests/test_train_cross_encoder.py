@@ -21,6 +21,7 @@ from dualview.errors import ConfigError
 from dualview.models.config import ModelConfig
 from dualview.models.cross_encoder import CrossEncoderReranker
 from dualview.models.rerankers import load_reranker
+from dualview.train import rerank_step as rerank_step_module
 from dualview.train.batching import build_batch
 from dualview.train.config import TrainConfig
 from dualview.train.objectives import build_objective
@@ -131,10 +132,21 @@ def assert_same_gradient(a, b) -> None:
     assert float((got - expected).norm() / expected.norm()) < 1e-3
 
 
-def test_gradcache_equals_plain(tiny: Path) -> None:
+def test_gradcache_equals_plain(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _model(tiny)
-    plain = _step(model, None)
+    plain = _step(model, None)  # the 24 pairs fit in one chunk of 2048 tokens
     assert plain[0] > 0
+    batch = build_batch(list(iter_records(FIXTURE))[:4], 30, model.template)
+    tokens = model.tokenize_pairs(*batch.pair_texts())
+    with torch.no_grad():  # one forward of every pair, padded together
+        scores = model(**model.pad_pairs(tokens, range(len(tokens))))
+    direct = build_objective(
+        validate_config(TrainConfig, _config(Path("x"), Path("y")), "t").loss
+    ).batch_loss({"pairs": scores}, batch)
+    assert plain[0] == pytest.approx(float(direct), rel=1e-6)
+    # without GradCache, CPU scores length-sorted chunks, each with its graph
+    monkeypatch.setattr(rerank_step_module, "PLAIN_CPU_CHUNK_TOKENS", 200)
+    assert_same_gradient(_step(model, None), plain)
     assert_same_gradient(_step(model, 3), plain)
     assert_same_gradient(_step(model, Chunking(max_tokens=200)), plain)
 
