@@ -69,9 +69,14 @@ class BiEncoder(nn.Module):
         if config.interaction == "cross_attention":
             self.head = InstructionQueryAttention(self.dim, config.pooling)
 
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The interaction head's parameters (none for concatenation); the trainer gives them
+        their own optimizer group."""
+        return list(self.head.parameters()) if self.head is not None else []
+
     def replicated_parameters(self) -> list[nn.Parameter]:
         """Parameters applied to the whole gathered batch on every rank (the head)."""
-        return list(self.head.parameters()) if self.head is not None else []
+        return self.head_parameters()
 
     @property
     def dim(self) -> int:
