@@ -56,15 +56,16 @@ def _env() -> dict[str, str]:
     }
 
 
-def _run_until(cmd: list[str], marker: Path, sig: int) -> int:
-    """Start ``cmd``, send ``sig`` as soon as ``marker`` exists; return the exit code."""
+def _run_until(cmd: list[str], marker: Path, sig: int) -> tuple[int, str]:
+    """Start ``cmd``, send ``sig`` as soon as ``marker`` exists; return the exit code and
+    the end of what it printed (shown when an assertion fails)."""
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(sig)
-    proc.communicate(timeout=300)
-    return proc.returncode
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out.decode(errors="replace")[-3000:]
 
 
 @pytest.mark.slow
@@ -74,12 +75,14 @@ def test_killed_and_terminated_run_resumes_to_identical_weights(tmp_path: Path) 
     train(load_config(TrainConfig, config, [f"output_dir={straight}", "data.num_workers=0"]))
 
     ckpts = broken / "checkpoints"
-    code = _run_until(_cmd(config, broken), ckpts / "step-00000004", signal.SIGKILL)
-    assert code == -signal.SIGKILL
+    code, out = _run_until(_cmd(config, broken), ckpts / "step-00000004", signal.SIGKILL)
+    assert code == -signal.SIGKILL, out
     assert not (broken / "model").exists(), "the run finished before it could be killed"
 
-    code = _run_until(_cmd(config, broken, "--resume"), ckpts / "step-00000008", signal.SIGTERM)
-    assert code == 143, "SIGTERM must checkpoint and exit 143"
+    code, out = _run_until(
+        _cmd(config, broken, "--resume"), ckpts / "step-00000008", signal.SIGTERM
+    )
+    assert code == 143, f"SIGTERM must checkpoint and exit 143; the run printed:\n{out}"
     resumed = train(load_config(TrainConfig, config, [f"output_dir={broken}"]), resume=True)
     assert resumed.steps == 16 and not resumed.interrupted
 

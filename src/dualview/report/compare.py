@@ -89,7 +89,7 @@ def _p(value: float | None) -> str:
 
 
 def significance_markdown(comparisons: list[PairedComparison], runs: int = 1) -> str:
-    """The significance table: difference (arm - control) with its 95% CI and p-values."""
+    """The significance section: how it was tested, then `significance_table`."""
     if not comparisons:
         return ""
     holm = any(c.p_holm is not None for c in comparisons)
@@ -103,6 +103,14 @@ def significance_markdown(comparisons: list[PairedComparison], runs: int = 1) ->
         + "`*` = p < 0.05"
         + (" after correction." if holm else "."),
         "",
+    ]
+    return "\n".join(lines) + "\n" + significance_table(comparisons)
+
+
+def significance_table(comparisons: list[PairedComparison]) -> str:
+    """Difference (arm - control) with its 95% CI and p-values, one row per comparison."""
+    holm = any(c.p_holm is not None for c in comparisons)
+    lines = [
         "| metric | arm | control | queries | arm | control | diff | 95% CI | p |"
         + (" p (Holm) |" if holm else ""),
         "|---|---|---|---:|---:|---:|---:|---|---:|" + ("---:|" if holm else ""),

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,11 @@ class PairedComparison:
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "significant": self.significant}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairedComparison:
+        """The comparison `to_dict` wrote (``significant`` is recomputed, not read)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def pooled_by_query(values: Mapping[str, Sequence[float]]) -> dict[str, float]:

@@ -118,13 +118,18 @@ def _cell(row: ConfigResult, column: str) -> str:
 
 
 def to_markdown(rows: list[ConfigResult], title: str | None = None) -> str:
-    columns = ordered_columns(rows)
-    best = best_per_column(rows, columns)
     lines = [f"### {title}", ""] if title else []
     runs = max((row.runs for row in rows), default=1)
     if runs > 1:
         lines += [f"Mean ± sample standard deviation over {runs} runs (seeds or folds).", ""]
-    lines.append("| configuration | " + " | ".join(columns) + " |")
+    return "\n".join(lines) + ("\n" if lines else "") + markdown_table(rows)
+
+
+def markdown_table(rows: list[ConfigResult]) -> str:
+    """The table alone: one row per configuration, the best value of each column in bold."""
+    columns = ordered_columns(rows)
+    best = best_per_column(rows, columns)
+    lines = ["| configuration | " + " | ".join(columns) + " |"]
     lines.append("|---|" + "---:|" * len(columns))
     for row in rows:
         cells = []
@@ -142,7 +147,7 @@ def to_csv(rows: list[ConfigResult]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     with_spread = any(row.runs > 1 for row in rows)
-    sd_columns = [f"{c} (sd)" for c in columns] if with_spread else []
+    sd_columns = [f"{c}{SD_SUFFIX}" for c in columns] if with_spread else []
     writer.writerow(["configuration", *columns, *sd_columns])
     for row in rows:
         values = [_fmt(row.metrics.get(c)) for c in columns]
@@ -151,3 +156,33 @@ def to_csv(rows: list[ConfigResult]) -> str:
     names = [BEST_SEPARATOR.join(best.get(c, [])) for c in columns]
     writer.writerow(["best", *names, *([""] * len(sd_columns))])
     return buffer.getvalue()
+
+
+SD_SUFFIX = " (sd)"
+
+
+def rows_from_csv(text: str) -> list[ConfigResult]:
+    """The rows of a ``report.csv`` (what `to_csv` wrote), as printed: 2 decimals.
+
+    The CSV does not store the number of runs; rows with standard deviations get ``runs=2``,
+    which is all that rendering needs."""
+    table = list(csv.reader(io.StringIO(text)))
+    if not table or table[0][:1] != ["configuration"]:
+        raise ValueError("not a report.csv: its first column must be 'configuration'")
+    header = table[0][1:]
+    columns = [c for c in header if not c.endswith(SD_SUFFIX)]
+    rows = []
+    for line in table[1:]:
+        if not line or line[0] == "best":
+            continue
+        cells = dict(zip(header, line[1:], strict=False))
+        row = ConfigResult(line[0])
+        for column in columns:
+            if cells.get(column, "-") not in ("-", ""):
+                row.metrics[column] = float(cells[column])
+            sd = cells.get(column + SD_SUFFIX, "-")
+            if sd not in ("-", ""):
+                row.spread[column] = float(sd)
+                row.runs = 2
+        rows.append(row)
+    return rows

@@ -1,0 +1,119 @@
+"""Tables in a Markdown document that are generated from committed report files.
+
+A generated table sits between two HTML comments that name its source::
+
+    <!-- table: results/interaction-gold/report.csv -->
+    | configuration | ... |
+    <!-- end table -->
+
+The path is relative to the document. Its suffix says how the table is rendered:
+
+- ``report.csv`` (what ``dualview report`` writes): the results table, mean ± sd and the
+  best value of each column in bold (`dualview.report.table.markdown_table`);
+- ``significance.json``: the paired-significance table
+  (`dualview.report.compare.significance_table`).
+
+`stale_tables` lists the blocks whose text differs from what their file renders (the test
+of ``docs/results.md`` fails on any); `write_tables` rewrites them. From the shell::
+
+    python -m dualview.report.results_doc docs/results.md           # check, exit 1 if stale
+    python -m dualview.report.results_doc docs/results.md --write   # regenerate the tables
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dualview.errors import DataError
+from dualview.io.atomic import atomic_write_text
+from dualview.report.compare import significance_table
+from dualview.report.significance import PairedComparison
+from dualview.report.table import markdown_table, rows_from_csv
+
+BLOCK = re.compile(r"<!-- table: (?P<source>\S+) -->\n(?P<body>.*?)<!-- end table -->", re.S)
+
+
+@dataclass(frozen=True)
+class TableBlock:
+    """One generated table: its source file, the text it holds and its first line."""
+
+    source: Path
+    body: str
+    line: int
+
+
+def render(source: Path) -> str:
+    """The Markdown table a report file renders to."""
+    if not source.is_file():
+        raise DataError(source, None, "table", "the report file does not exist")
+    text = source.read_text(encoding="utf-8")
+    if source.name.endswith(".csv"):
+        try:
+            return markdown_table(rows_from_csv(text))
+        except ValueError as exc:
+            raise DataError(source, 1, "configuration", str(exc)) from None
+    if source.name.endswith(".json"):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(source, exc.lineno, "json", exc.msg) from None
+        return significance_table([PairedComparison.from_dict(item) for item in items])
+    raise DataError(source, None, "table", "expected a report .csv or a significance .json")
+
+
+def table_blocks(document: Path) -> list[TableBlock]:
+    """Every generated table of ``document``, in order."""
+    text = document.read_text(encoding="utf-8")
+    return [
+        TableBlock(
+            source=document.parent / match["source"],
+            body=match["body"],
+            line=text.count("\n", 0, match.start()) + 1,
+        )
+        for match in BLOCK.finditer(text)
+    ]
+
+
+def stale_tables(document: Path) -> list[TableBlock]:
+    """The blocks of ``document`` whose text differs from what their file renders."""
+    return [block for block in table_blocks(document) if block.body != render(block.source)]
+
+
+def write_tables(document: Path) -> int:
+    """Regenerate every table of ``document`` from its file; return how many changed."""
+    text = document.read_text(encoding="utf-8")
+    changed = 0
+
+    def regenerate(match: re.Match[str]) -> str:
+        nonlocal changed
+        body = render(document.parent / match["source"])
+        changed += body != match["body"]
+        return f"<!-- table: {match['source']} -->\n{body}<!-- end table -->"
+
+    new = BLOCK.sub(regenerate, text)
+    if changed:
+        atomic_write_text(document, new)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0].startswith("-"):
+        print("usage: python -m dualview.report.results_doc DOCUMENT.md [--write]")
+        return 2
+    document = Path(args[0])
+    if "--write" in args[1:]:
+        print(f"{document}: {write_tables(document)} table(s) regenerated")
+        return 0
+    stale = stale_tables(document)
+    for block in stale:
+        print(f"{document}:{block.line}: table differs from {block.source}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

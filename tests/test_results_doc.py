@@ -1,0 +1,92 @@
+"""Tables in docs/results.md regenerate from the committed report files they name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dualview.errors import DataError
+from dualview.report.compare import significance_table
+from dualview.report.results_doc import main, render, stale_tables, table_blocks, write_tables
+from dualview.report.significance import PairedComparison
+from dualview.report.table import ConfigResult, markdown_table, to_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results.md"
+
+
+def _rows() -> list[ConfigResult]:
+    a = ConfigResult("Ins-orig", {"gold p-MRR": 15.774, "gold nDCG@10": 80.1}, runs=3)
+    a.spread = {"gold p-MRR": 1.234, "gold nDCG@10": 0.5}
+    b = ConfigResult("Ins-DV-gold", {"gold p-MRR": 21.016, "gold nDCG@10": 79.96}, runs=3)
+    b.spread = {"gold p-MRR": 2.0, "gold nDCG@10": 0.25}
+    return [a, b]
+
+
+def _comparisons() -> list[PairedComparison]:
+    arms = ("Ins-DV-gold", "Ins-orig", 42)
+    return [
+        PairedComparison("gold p-MRR", *arms, 21.0, 15.8, 5.2, 1.1, 9.3, 0.004, 0.008),
+        PairedComparison("gold nDCG@10", *arms, 79.9, 80.1, -0.2, -1.0, 0.6, 0.61, 0.61),
+    ]
+
+
+def _document(tmp_path: Path) -> Path:
+    folder = tmp_path / "results" / "exp"
+    folder.mkdir(parents=True)
+    (folder / "report.csv").write_text(to_csv(_rows()), encoding="utf-8")
+    payload = [c.to_dict() for c in _comparisons()]
+    (folder / "significance.json").write_text(json.dumps(payload), encoding="utf-8")
+    doc = tmp_path / "results.md"
+    doc.write_text(
+        "# Results\n\n<!-- table: results/exp/report.csv -->\nold\n<!-- end table -->\n\n"
+        "text\n\n<!-- table: results/exp/significance.json -->\n<!-- end table -->\n",
+        encoding="utf-8",
+    )
+    return doc
+
+
+def test_a_report_csv_renders_the_table_the_report_printed(tmp_path: Path) -> None:
+    doc = _document(tmp_path)
+    expected = markdown_table(_rows())
+    assert "**21.02 ± 2.00**" in expected and "15.77 ± 1.23" in expected
+    assert render(doc.parent / "results" / "exp" / "report.csv") == expected
+
+
+def test_significance_json_renders_the_significance_table(tmp_path: Path) -> None:
+    doc = _document(tmp_path)
+    rendered = render(doc.parent / "results" / "exp" / "significance.json")
+    assert rendered == significance_table(_comparisons())
+    assert "+5.20 *" in rendered and "-0.20 |" in rendered
+
+
+def test_stale_tables_are_found_and_rewritten(tmp_path: Path) -> None:
+    doc = _document(tmp_path)
+    assert [b.line for b in stale_tables(doc)] == [3, 9]
+    assert main([str(doc)]) == 1
+    assert write_tables(doc) == 2
+    assert stale_tables(doc) == [] and main([str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert "| Ins-DV-gold | **21.02 ± 2.00** |" in text and "text\n" in text
+    # one changed digit in the prose is caught
+    doc.write_text(text.replace("21.02 ± 2.00", "21.03 ± 2.00"), encoding="utf-8")
+    assert [b.source.name for b in stale_tables(doc)] == ["report.csv"]
+
+
+def test_a_missing_or_foreign_source_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        render(tmp_path / "gone.csv")
+    bad = tmp_path / "x.csv"
+    bad.write_text("name,a\nx,1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"x\.csv.*configuration"):
+        render(bad)
+
+
+def test_every_generated_table_in_docs_results_matches_its_committed_file() -> None:
+    blocks = table_blocks(RESULTS)
+    for block in blocks:
+        assert block.source.resolve().is_relative_to(ROOT / "docs" / "results"), block.source
+    stale = stale_tables(RESULTS)
+    assert not stale, [f"{RESULTS}:{b.line} differs from {b.source}" for b in stale]
