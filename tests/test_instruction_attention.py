@@ -109,8 +109,10 @@ def test_first_step_trains_the_gate_only(tiny: Path) -> None:
         assert name not in grads or grads[name].abs().max() == 0
 
 
-@pytest.mark.parametrize("loss_name", ["infonce", "inf_multi_P_I_IQ"])
-def test_gradcache_equals_plain_with_instruction_attention(tiny: Path, loss_name: str) -> None:
+def test_gradcache_equals_plain_with_instruction_attention(tiny: Path) -> None:
+    """InF multivariate with the I set: queries, cross and token states all go through
+    GradCache (InfoNCE is covered in the two-process test)."""
+    loss_name = "inf_multi_P_I_IQ"
     model = _model(tiny, moved=True)
     plain = run_step(model, loss_name, None)
     assert any(name.startswith("head.") for name in plain[1])
@@ -183,7 +185,7 @@ def test_trained_variant_reads_the_instruction_and_round_trips(tiny: Path, tmp_p
     trainer = Trainer(validate_config(TrainConfig, config, "test"))
     trainer.train()
     model = trainer.model.eval()
-    assert abs(float(model.head.gate)) > 1e-3
+    assert abs(float(model.head.gate.detach())) > 1e-3
     records = list(iter_records(FIXTURE))[:5]
     query = records[0].query
     instructions = [records[0].instruction, "Only passages written in French are relevant."]
