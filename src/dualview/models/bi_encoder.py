@@ -33,9 +33,13 @@ from dualview.io.folder import atomic_dir
 from dualview.models import unpadded
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
-from dualview.models.interaction import InstructionQueryAttention
 from dualview.models.pooling import ST_POOLING, pool
-from dualview.models.saved import MODEL_INFO_FILE, TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
+from dualview.models.saved import (
+    INTERACTION_HEADS,
+    MODEL_INFO_FILE,
+    TRAIN_CONFIG_FILE,
+    TRAIN_MANIFEST_FILE,
+)
 from dualview.models.tokens import TokenizedTexts, tokenize_texts
 from dualview.resources import resolve_model_path
 
@@ -65,13 +69,19 @@ class BiEncoder(nn.Module):
             self.backbone = add_lora(self.backbone, config.lora)
         if config.unpadded:
             unpadded.enable(self.backbone)
-        self.head = None  # InF-Embed Interaction II (cross-attention), else concatenation
-        if config.interaction == "cross_attention":
-            self.head = InstructionQueryAttention(self.dim, config.pooling)
+        self.head = None  # an interaction head (dualview.models.interaction), else concat
+        head = INTERACTION_HEADS.get(config.interaction)
+        if head is not None:
+            self.head = head(self.dim, config.pooling)
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The interaction head's parameters (none for concatenation); the trainer gives them
+        their own optimizer group."""
+        return list(self.head.parameters()) if self.head is not None else []
 
     def replicated_parameters(self) -> list[nn.Parameter]:
         """Parameters applied to the whole gathered batch on every rank (the head)."""
-        return list(self.head.parameters()) if self.head is not None else []
+        return self.head_parameters()
 
     @property
     def dim(self) -> int:
@@ -191,7 +201,7 @@ class BiEncoder(nn.Module):
         info = {"query_template": cfg.query_template, "document_text": "title + ' ' + text"}
         if self.head is not None:
             self.head.save(out)
-            info["interaction"] = "cross_attention"
+            info["interaction"] = cfg.interaction
         atomic_write_text(out / MODEL_INFO_FILE, json.dumps(info, indent=2))
         if train_config_yaml is not None:
             atomic_write_text(out / TRAIN_CONFIG_FILE, train_config_yaml)

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 from dualview.config import StrictModel
 
 Pooling = Literal["cls", "mean", "last_token"]
-Interaction = Literal["concat", "cross_attention"]
+Interaction = Literal["concat", "cross_attention", "instruction_attention"]
 #: What is trained: a bi-encoder (embeddings) or a reranker (`dualview.models.reranker`).
 ModelKind = Literal["bi_encoder", "cross_encoder", "llm_reranker"]
 DECODER_LINEAR_LAYERS = (
@@ -90,7 +90,10 @@ class ModelConfig(StrictModel):
     query_template: str = "{query} {instruction}"
     # InF-Embed instruction-query interaction: "concat" encodes the template's joined text;
     # "cross_attention" encodes instruction and query apart and joins them with the
-    # cross-attention head (dualview.models.interaction; query_template is then unused).
+    # cross-attention head (dualview.models.interaction; query_template is then unused);
+    # "instruction_attention" (ours, beyond the paper) adds to the concatenation embedding a
+    # gated term in which the query's tokens read the instruction's tokens; the gate starts
+    # at 0, so it starts as the concat model (dualview.models.instruction_attention).
     interaction: Interaction = "concat"
     # Attention kernel passed to transformers (None: its default, "sdpa" for most encoders;
     # "flash_attention_2" when the flash-attn package is installed).

@@ -25,7 +25,8 @@ Token-level reading (the paper writes the formula for vectors):
 A consequence of the formula: the output is always a combination of the *query's* token
 states; the instruction only decides the weights. An instruction shared by many queries is
 encoded once (`pair_index` de-duplicates texts in training, and evaluation encodes each
-distinct instruction once per benchmark).
+distinct instruction once per benchmark). `dualview.models.instruction_attention` is our
+instruction-aware variant (beyond the paper), which shares the saved layout below.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,6 +61,9 @@ class InstructionQueryAttention(nn.Module):
     (``x W`` is ``nn.Linear(d, d, bias=False)`` applied to row vectors). Not normalised: the
     bi-encoder normalises it like any other embedding.
     """
+
+    #: Whether `pairs` adds to the concatenation embedding (``base``); this head does not.
+    uses_base: bool = False
 
     def __init__(self, dim: int, pooling: str = "mean") -> None:
         super().__init__()
@@ -89,9 +94,10 @@ class InstructionQueryAttention(nn.Module):
         queries: tuple[torch.Tensor, torch.Tensor],
         instruction_index: torch.Tensor,
         query_index: torch.Tensor,
+        base: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Outputs [len(index), d] for pairs (instructions[i_k], queries[q_k]) of token states
-        and masks given once per distinct text."""
+        and masks given once per distinct text (``base``: unused, see `uses_base`)."""
         states, mask = instructions
         q_states, q_mask = queries
         return self(
@@ -103,27 +109,39 @@ class InstructionQueryAttention(nn.Module):
 
     def save(self, folder: str | Path) -> Path:
         """Write ``folder/interaction/{config.json, head.pt}``; returns that sub-folder."""
-        out = Path(folder) / HEAD_DIR
-        out.mkdir(parents=True, exist_ok=True)
         config = {"type": "cross_attention", "dim": self.dim, "pooling": self.pooling}
-        tmp = out / (HEAD_WEIGHTS + ".tmp")
-        torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, tmp)
-        tmp.replace(out / HEAD_WEIGHTS)
-        atomic_write_text(out / HEAD_CONFIG, json.dumps(config, indent=2))
-        return out
+        return save_head(self, folder, config)
 
     @classmethod
     def load(cls, folder: str | Path) -> InstructionQueryAttention:
         """The head saved in ``folder/interaction/`` (see `save`)."""
-        sub = Path(folder) / HEAD_DIR
-        config = json.loads((sub / HEAD_CONFIG).read_text(encoding="utf-8"))
+        config, state = read_head(folder)
         head = cls(int(config["dim"]), str(config["pooling"]))
-        head.load_state_dict(torch.load(sub / HEAD_WEIGHTS, map_location="cpu", weights_only=True))
+        head.load_state_dict(state)
         return head
 
 
+def save_head(head: nn.Module, folder: str | Path, config: dict) -> Path:
+    """Write a head's ``config`` and weights to ``folder/interaction/``; returns it."""
+    out = Path(folder) / HEAD_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (HEAD_WEIGHTS + ".tmp")
+    torch.save({k: v.detach().cpu() for k, v in head.state_dict().items()}, tmp)
+    tmp.replace(out / HEAD_WEIGHTS)
+    atomic_write_text(out / HEAD_CONFIG, json.dumps(config, indent=2))
+    return out
+
+
+def read_head(folder: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The config and weights a head saved in ``folder/interaction/`` (see `save_head`)."""
+    sub = Path(folder) / HEAD_DIR
+    config = json.loads((sub / HEAD_CONFIG).read_text(encoding="utf-8"))
+    state = torch.load(sub / HEAD_WEIGHTS, map_location="cpu", weights_only=True)
+    return config, state
+
+
 def has_head(folder: str | Path) -> bool:
-    """Whether a saved model folder carries a cross-attention head."""
+    """Whether a saved model folder carries an interaction head."""
     return (Path(folder) / HEAD_DIR / HEAD_CONFIG).is_file()
 
 
@@ -160,26 +178,38 @@ def _padded_states(
 @torch.no_grad()
 def encode_instructed_queries(
     st_model,
-    head: InstructionQueryAttention,
+    head: nn.Module,
     queries: Sequence[str],
     instructions: Sequence[str],
     batch_size: int = 32,
     normalize: bool = True,
+    base: torch.Tensor | np.ndarray | None = None,
 ) -> torch.Tensor:
     """Instruction-aware query embeddings [len(queries), d] from a saved model.
 
     Needs only sentence-transformers (and torch): ``st_model`` is the saved folder loaded
     with ``SentenceTransformer(path)`` (its backbone, read as queries) and ``head`` is
-    `InstructionQueryAttention.load` of the same folder. Each distinct instruction
-    and query is encoded once, whatever the number of pairs.
+    the head of the same folder (`dualview.models.saved.load_interaction_head`). Each
+    distinct instruction and query is encoded once, whatever the number of pairs. A head
+    that `uses_base` needs ``base``: the concatenation embeddings [len(queries), d] of the
+    pairs (the folder's model on the joined texts).
     """
+    if head.uses_base and (base is None or len(base) != len(queries)):
+        raise ValueError("this interaction head needs the concatenation embeddings (base)")
+    base = None if base is None else torch.as_tensor(base).float().cpu()
     inst_texts, query_texts, inst_idx, query_idx = pair_index(instructions, queries)
     head = head.eval().float().cpu()
     inst = _padded_states(st_model, inst_texts, batch_size)
     bare = _padded_states(st_model, query_texts, batch_size)
     out = torch.cat(
         [
-            head.pairs(inst, bare, inst_idx[s : s + batch_size], query_idx[s : s + batch_size])
+            head.pairs(
+                inst,
+                bare,
+                inst_idx[s : s + batch_size],
+                query_idx[s : s + batch_size],
+                base=None if base is None else base[s : s + batch_size],
+            )
             for s in range(0, len(queries), batch_size)
         ]
         or [torch.empty(0, head.dim)]

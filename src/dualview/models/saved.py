@@ -4,8 +4,9 @@ A saved model is a sentence-transformers folder (what `dualview.models.bi_encode
 writes) plus dualview's own files:
 
 - ``dualview_model.json`` (`MODEL_INFO_FILE`): the query template, the document text rule and,
-  for InF-Embed Interaction II, ``"interaction": "cross_attention"``;
-- ``interaction/`` (`dualview.models.interaction.HEAD_DIR`): the cross-attention head;
+  for a model with an interaction head, ``"interaction"``: ``cross_attention`` (InF-Embed
+  Interaction II) or ``instruction_attention`` (`dualview.models.instruction_attention`);
+- ``interaction/`` (`dualview.models.interaction.HEAD_DIR`): the interaction head;
 - ``lora_adapter/``: a LoRA adapter alone (`dualview.models.decoder`);
 - ``dualview_train.yaml`` and ``data_manifest.json``: the training config and the mix manifest.
 
@@ -19,6 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
+from dualview.models.instruction_attention import InstructionAttention
 from dualview.models.interaction import InstructionQueryAttention, has_head
 
 MODEL_INFO_FILE = "dualview_model.json"
@@ -39,15 +43,22 @@ def model_info(folder: str | Path) -> dict[str, Any]:
 
 
 def interaction_of(folder: str | Path) -> str:
-    """How the saved model joins instruction and query: ``concat`` or ``cross_attention``."""
+    """How the saved model joins instruction and query: ``concat``, ``cross_attention`` or
+    ``instruction_attention``."""
     declared = model_info(folder).get("interaction")
     if declared is None and has_head(folder):  # a head saved without its info file
         return "cross_attention"
     return str(declared or "concat")
 
 
-def load_interaction_head(folder: str | Path) -> InstructionQueryAttention | None:
-    """The cross-attention head of a saved model, or None for a concatenation model."""
-    if interaction_of(folder) != "cross_attention":
-        return None
-    return InstructionQueryAttention.load(folder)
+#: The head class of each interaction that has one (``concat`` has none).
+INTERACTION_HEADS: dict[str, type[InstructionQueryAttention] | type[InstructionAttention]] = {
+    "cross_attention": InstructionQueryAttention,
+    "instruction_attention": InstructionAttention,
+}
+
+
+def load_interaction_head(folder: str | Path) -> nn.Module | None:
+    """The interaction head of a saved model, or None for a concatenation model."""
+    head = INTERACTION_HEADS.get(interaction_of(folder))
+    return None if head is None else head.load(folder)

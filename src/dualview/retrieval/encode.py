@@ -216,7 +216,7 @@ class Encoder:
         self.stats = EncodeStats()
         similarity = getattr(self.model, "similarity_fn_name", None) or "cosine"
         self.normalize = similarity == "cosine" if normalize is None else normalize
-        #: The cross-attention head of an InF-Embed Interaction II model, else None.
+        #: The interaction head of a saved model (`dualview.models.saved`), else None.
         self.head = _load_head(model) if isinstance(model, str) else None
 
     @cached_property
@@ -283,7 +283,7 @@ class Encoder:
         if not texts:
             return out
         if self.head is not None and all(isinstance(t, InstructedQuery) for t in texts):
-            return self._encode_instructed(texts)
+            return self._encode_instructed(texts, prompt_text)
         keys = [text_key(t, prompt_text) for t in texts]
         known = self.cache.get_many(keys, self.dim) if self.use_cache else {}
         todo: dict[str, str] = {}
@@ -299,9 +299,13 @@ class Encoder:
             out /= np.maximum(norms, 1e-12)
         return out
 
-    def _encode_instructed(self, texts: Sequence[InstructedQuery]) -> np.ndarray:
-        """Queries of a cross-attention model: each distinct instruction encoded once, then
-        the head (not cached: the head is cheap beside the backbone)."""
+    def _encode_instructed(self, texts: Sequence[InstructedQuery], prompt: str) -> np.ndarray:
+        """Queries of a model with an interaction head: each distinct instruction encoded once,
+        then the head (not cached: the head is cheap beside the backbone). A head that adds to
+        the concatenation embedding gets those of the joined texts (cached as usual)."""
+        base = None
+        if self.head.uses_base:
+            base = self.encode([str(t) for t in texts], prompt=prompt)
         started = time.perf_counter()
         vectors = encode_instructed_queries(
             self.runner,
@@ -310,6 +314,7 @@ class Encoder:
             [t.instruction for t in texts],
             batch_size=self.batch_size,
             normalize=self.normalize,
+            base=base,
         )
         self.stats.seconds += time.perf_counter() - started
         return vectors.numpy().astype(np.float32)
@@ -369,7 +374,7 @@ class Encoder:
 
 
 def _load_head(name: str) -> Any:
-    """The cross-attention head saved in model folder ``name``, or None."""
+    """The interaction head saved in model folder ``name``, or None."""
     return load_interaction_head(resolve_model_path(name))
 
 

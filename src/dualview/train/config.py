@@ -79,6 +79,11 @@ class OptimConfig(StrictModel):
     warmup_ratio: float = Field(0.0, ge=0, le=1)
     schedule: Literal["linear", "cosine", "constant"] = "linear"
     max_grad_norm: float | None = 1.0
+    # The interaction head (model.interaction other than concat) is a fresh module on a
+    # pretrained backbone: it gets its own parameter group. Our choice: 50x the backbone's
+    # default lr and no weight decay (decay would pull its identity/zero start toward 0).
+    head_lr: float = Field(1e-3, gt=0)
+    head_weight_decay: float = Field(0.0, ge=0)
 
 
 class TrainConfig(StrictModel):

@@ -8,7 +8,10 @@ step has no branch on the interaction:
   (``queries``; ``cross`` holds the B x B swapped joins when the objective needs them);
 - ``cross_attention`` (InF-Embed Interaction II): each distinct instruction and bare query
   is encoded once as token states (``instructions``, ``query_tokens``) and the model's head
-  forms every needed pair, giving ``queries`` (and ``cross``).
+  forms every needed pair, giving ``queries`` (and ``cross``);
+- ``instruction_attention`` (ours, `dualview.models.instruction_attention`): the concat
+  groups plus the token states of the distinct instructions and bare queries; the head adds
+  its gated term to each concatenation embedding (``queries``, and ``cross`` pair by pair).
 
 A new interaction is one `QueryEncoding` subclass registered in `QUERY_ENCODINGS`.
 """
@@ -79,6 +82,10 @@ class CrossAttentionQueries(QueryEncoding):
             "documents": (batch.doc_texts, "document"),
         }
 
+    def base(self, encoded: Mapping[str, torch.Tensor], group: str) -> torch.Tensor | None:
+        """What the head adds to for ``group`` (none here: the head's output is the query)."""
+        return None
+
     def embeddings(
         self,
         model: BiEncoder,
@@ -93,19 +100,36 @@ class CrossAttentionQueries(QueryEncoding):
         inst_idx, query_idx = inst_idx.to(device), query_idx.to(device)
         inst = (encoded["instructions"], masks["instructions"])
         queries = (encoded["query_tokens"], masks["query_tokens"])
-        out["queries"] = model.finish(model.head.pairs(inst, queries, inst_idx, query_idx))
+        base = self.base(encoded, "queries")
+        out["queries"] = model.finish(model.head.pairs(inst, queries, inst_idx, query_idx, base))
         if "cross" in needs:
             n = len(batch.records)  # row-major [i, j] = query of i with the instruction of j
             pairs = model.head.pairs(
-                inst, queries, inst_idx.repeat(n), query_idx.repeat_interleave(n)
+                inst,
+                queries,
+                inst_idx.repeat(n),
+                query_idx.repeat_interleave(n),
+                self.base(encoded, "cross"),
             )
             out["cross"] = model.finish(pairs)
         return out
 
 
+class InstructionAttentionQueries(CrossAttentionQueries):
+    """The concatenation groups as well; the head adds its gated term to each of their
+    embeddings (``queries``, ``cross``)."""
+
+    def text_groups(self, batch: Batch, needs: Collection[str]) -> TextGroups:
+        return {**ConcatQueries().text_groups(batch, needs), **super().text_groups(batch, needs)}
+
+    def base(self, encoded: Mapping[str, torch.Tensor], group: str) -> torch.Tensor | None:
+        return encoded[group]
+
+
 QUERY_ENCODINGS: dict[str, QueryEncoding] = {
     "concat": ConcatQueries(),
     "cross_attention": CrossAttentionQueries(),
+    "instruction_attention": InstructionAttentionQueries(),
 }
 
 

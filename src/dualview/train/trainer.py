@@ -67,15 +67,26 @@ MODEL_DIR = "model"
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
-    """AdamW (fused on CUDA); biases and normalisation weights are not decayed."""
-    decay, no_decay = [], []
+    """AdamW (fused on CUDA); biases and normalisation weights are not decayed; the model's
+    interaction head (``model.head_parameters()``) has its own group (``optim.head_lr``,
+    ``optim.head_weight_decay``), last so that group 0 stays the backbone's."""
+    head = {id(p) for p in getattr(model, "head_parameters", list)()}
+    decay, no_decay, head_params = [], [], []
     for name, param in model.named_parameters():
-        if param.requires_grad:
+        if not param.requires_grad:
+            continue
+        if id(param) in head:
+            head_params.append(param)
+        else:
             (no_decay if param.ndim < 2 or "norm" in name.lower() else decay).append(param)
     groups = [
         {"params": decay, "weight_decay": config.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+    if head_params:
+        groups.append(
+            {"params": head_params, "lr": config.head_lr, "weight_decay": config.head_weight_decay}
+        )
     on_cuda = all(p.is_cuda for group in groups for p in group["params"])
     return torch.optim.AdamW(groups, lr=config.lr, fused=on_cuda or None)
 
