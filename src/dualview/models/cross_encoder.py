@@ -38,6 +38,7 @@ from dualview.io.atomic import atomic_write_text
 from dualview.io.folder import atomic_dir
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import export_backbone
+from dualview.models.fingerprint import update_with_weights
 from dualview.models.reranker import (
     RERANKER_FILE,
     register_reranker_builder,
@@ -171,10 +172,7 @@ class CrossEncoderReranker(nn.Module):
     def fingerprint(self) -> str:
         """sha256 of the weights, the template, the maximum length and the dtype."""
         digest = hashlib.sha256(json.dumps(self.description(), sort_keys=True).encode())
-        for name, tensor in self.backbone.state_dict().items():
-            digest.update(name.encode())
-            digest.update(str(tensor.dtype).encode())
-            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        update_with_weights(digest, self.backbone)
         return f"{KIND}:{digest.hexdigest()[:32]}"
 
     def score(
