@@ -21,7 +21,11 @@ The two sides alternate call by call in one process (a change of load on this sh
 machine hits both alike); the ratio is their median time over ours, in wall time and in the
 process's CPU time (steadier on a loaded machine).
 
-    .venv/bin/python benchmarks/cross_encoder_cpu.py [--pairs 256] [--steps 4]
+    .venv/bin/python benchmarks/cross_encoder_cpu.py [--pairs 256] [--steps 4] [--threads N]
+
+Run it on an idle machine: with more busy threads than cores, each of torch's parallel
+regions can wait a scheduler slice at its barrier, and our step (a few length-sorted chunks,
+so more, smaller regions) suffers more from that than one padded batch does.
 
 Writes ``benchmarks/results/cross_encoder_cpu.json`` and prints a table.
 """
@@ -202,12 +206,19 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=4, help="records per step")
     parser.add_argument("--negatives", type=int, default=7)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: torch's default, the cores)"
+    )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
+    import torch
+
     from dualview.data.jsonl import iter_records
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     machine = machine_start()
     records = list(iter_records(args.data))
     with tempfile.TemporaryDirectory(prefix="xenc-bench-") as tmp:
