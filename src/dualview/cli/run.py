@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from dualview.cli import options
 from dualview.errors import DualviewError
+from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.sweep import load_sweep, run_sweep
@@ -45,16 +47,25 @@ def run(
             "not rerun (e.g. the LLM stages of a seed sweep's first run).",
         ),
     ] = None,
+    allow_config_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-config-change",
+            help="Resume a training stage whose checkpoint holds a different training config "
+            "(e.g. new defaults of a newer dualview); the differences go to its log.",
+        ),
+    ] = False,
     price: options.PricePerMtok = None,
     tokens_per_s: options.ServerTokensPerS = None,
 ) -> None:
     """Run an experiment: every stage cached by its inputs, resumable after a kill. With a
     `sweep:` block, every arm and seed of the grid, then one report of the whole sweep."""
+    build = partial(build_pipeline, allow_config_change=allow_config_change)
     sweep = load_sweep(experiment, overrides)
     if sweep is not None:
         if reuse_from:
             raise DualviewError("--reuse-from: not with a sweep (its arms reuse each other)")
-        run_sweep(sweep, console, dry_run=dry_run)
+        run_sweep(sweep, console, dry_run=dry_run, build=build)
         if not dry_run:
             from dualview.report.sweep_report import report_sweep
 
@@ -66,7 +77,9 @@ def run(
         for estimate in estimates:
             typer.echo("\n".join(finish(estimate, price, tokens_per_s).lines()))
 
-    outputs = run_experiment(exp, console, dry_run=dry_run, reuse_from=reuse_from, costs=show_costs)
+    outputs = run_experiment(
+        exp, console, dry_run=dry_run, reuse_from=reuse_from, build=build, costs=show_costs
+    )
     if not dry_run and "report" in outputs:
         _show_report(outputs["report"])
 

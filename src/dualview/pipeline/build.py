@@ -221,7 +221,12 @@ def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
     return data
 
 
-def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
+def train_stage(
+    exp: Experiment, backbone: str | None, mix_stage_name: str, allow_config_change: bool = False
+):
+    """Train on the mix; a partial stage resumes from its checkpoint, which stops on a changed
+    training config unless ``allow_config_change`` (`dualview.train.config_drift`)."""
+
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         from dualview.hub.model_card import write_model_card
         from dualview.train.config import TrainConfig
@@ -232,7 +237,7 @@ def train_stage(exp: Experiment, backbone: str | None, mix_stage_name: str):
         data["output_dir"] = str(out)
         config = validate_config(TrainConfig, data, "experiment training")
         resume = (out / "checkpoints").exists()
-        result = train(config, resume=resume)
+        result = train(config, resume=resume, allow_config_change=allow_config_change)
         if result.interrupted:
             raise Interrupted(f"{out}: training stopped at step {result.steps}; rerun to resume")
         if result.model_dir is not None:
@@ -386,7 +391,9 @@ def dual_view_stages(exp: Experiment, reuse: tuple[Path, ...] = ()) -> tuple[lis
     return stages, dv_stage
 
 
-def training_stages(exp: Experiment, dv_stage: str) -> tuple[list[Stage], dict[str, str]]:
+def training_stages(
+    exp: Experiment, dv_stage: str, allow_config_change: bool = False
+) -> tuple[list[Stage], dict[str, str]]:
     """One mix stage per mix and one training stage per mix and backbone; also the report
     row label of each training stage."""
     backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
@@ -413,7 +420,7 @@ def training_stages(exp: Experiment, dv_stage: str) -> tuple[list[Stage], dict[s
             stages.append(
                 Stage(
                     stage_name,
-                    train_stage(exp, backbone, mix_name),
+                    train_stage(exp, backbone, mix_name, allow_config_change),
                     params={"train": train_config_dict(exp, backbone)},
                     after=[mix_name],
                     description=f"train {label or 'the model'} on {spec.name}",
@@ -442,10 +449,14 @@ def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
     return [evaluation, report]
 
 
-def build_pipeline(exp: Experiment, reuse_from: list[Path] | None = None) -> Pipeline:
-    """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`)."""
+def build_pipeline(
+    exp: Experiment, reuse_from: list[Path] | None = None, allow_config_change: bool = False
+) -> Pipeline:
+    """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`;
+    ``allow_config_change``: a training stage resumes under a changed training config, e.g.
+    one that a newer dualview resolves with new defaults, and records the differences)."""
     reuse = tuple(Path(p) for p in reuse_from or [])
     dual_views, dv_stage = dual_view_stages(exp, reuse)
-    training, trained = training_stages(exp, dv_stage)
+    training, trained = training_stages(exp, dv_stage, allow_config_change)
     stages = [data_stage(exp, reuse), *dual_views, *training, *evaluation_stages(exp, trained)]
     return Pipeline(exp.resolved_run_dir(), stages, reuse_from)
