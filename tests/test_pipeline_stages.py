@@ -87,7 +87,7 @@ def test_interrupted_training_is_not_marked_done(tmp_path, monkeypatch):
 
     calls = []
 
-    def fake_train(config, resume=False):
+    def fake_train(config, resume=False, allow_config_change=False):
         calls.append(resume)
         return trainer.TrainResult(None, steps=3, interrupted=True, first_loss=1, last_loss=1)
 
@@ -152,3 +152,48 @@ def test_reuse_from_ignores_unfinished_or_mismatched_folders(tmp_path):
     assert calls == ["b", "c"]  # b was unfinished in run1, so it runs here
     with pytest.raises(DualviewError, match="does not exist"):
         Pipeline(tmp_path / "run3", [], reuse_from=[tmp_path / "missing"])
+
+
+def test_an_input_that_only_moved_keeps_the_stage_keys(tmp_path):
+    """The key hashes an input's content, not its path: a project moved elsewhere (or the
+    bundled data read from another install) finds its finished stages."""
+    first, moved = tmp_path / "checkout-a" / "in.txt", tmp_path / "checkout-b" / "in.txt"
+    for path in (first, moved):
+        path.parent.mkdir()
+        path.write_text("hi")
+    calls: list[str] = []
+    _pipeline(tmp_path / "run", first, calls).run()
+    plan = _pipeline(tmp_path / "run", moved, calls).plan()
+    assert [p.status for p in plan] == ["cached", "cached", "cached"]
+    moved.write_text("changed")
+    assert [p.status for p in _pipeline(tmp_path / "run", moved, calls).plan()] == [
+        "pending",
+        "pending",
+        "pending",
+    ]
+
+
+def test_run_folders_keyed_by_input_paths_are_still_found(tmp_path, monkeypatch):
+    """Folders an older version named by path-keyed keys stay cached (and a partial one is
+    resumed in place) instead of being recomputed after the upgrade."""
+    from dualview.pipeline import stages
+
+    source = tmp_path / "in.txt"
+    source.write_text("hi")
+    calls: list[str] = []
+    with monkeypatch.context() as old_version:
+        old_version.setattr(stages, "stage_key", stages.path_keyed_stage_key)
+        with pytest.raises(RuntimeError):
+            _pipeline(tmp_path / "run", source, calls, fail_in="b").run()
+        old_dirs = {p.stage.name: p.out_dir for p in _pipeline(tmp_path / "run", source, []).plan()}
+    plan = _pipeline(tmp_path / "run", source, calls).plan()
+    assert [p.status for p in plan] == ["cached", "partial", "pending"]
+    assert [p.out_dir for p in plan[:2]] == [old_dirs["a"], old_dirs["b"]]
+    calls.clear()
+    out = _pipeline(tmp_path / "run", source, calls).run()
+    assert calls == ["b", "c"]
+    assert out["b"] == old_dirs["b"] and (out["b"] / "partial").exists()
+    assert out["c"] != old_dirs["c"]  # a stage that never ran gets today's key
+    calls.clear()
+    _pipeline(tmp_path / "run", source, calls).run()
+    assert calls == []

@@ -1,9 +1,10 @@
 """Cached, resumable stage execution.
 
 A `Stage` is a named step with JSON-able ``params``, input files and upstream stages.
-Its **key** hashes the params, the content of its input files and the keys of its
-upstream stages, so the output folder ``RUN_DIR/<name>-<key12>/`` changes exactly when
-something the stage depends on changes:
+Its **key** hashes the params, the content of its input files (not their paths: a project
+moved to another folder, or the bundled gold set read from an installed wheel instead of a
+checkout, keeps its keys) and the keys of its upstream stages, so the output folder
+``RUN_DIR/<name>-<key12>/`` changes exactly when something the stage depends on changes:
 
 - a finished stage (``.done.json`` present, same key) is skipped on rerun;
 - an unfinished one (folder present, no ``.done.json``) is re-entered in the same folder, and
@@ -13,6 +14,10 @@ something the stage depends on changes:
 - with ``reuse_from`` (other run folders), a stage missing here whose finished folder with
   the same name and key exists there is copied instead of run: a seed sweep reuses the
   seed-independent LLM stages of its first run (the key proves the output is the same).
+
+Run folders written before the keys ignored input paths (their keys also hashed each input's
+path, `path_keyed_stage_key`) are still found: a stage with no folder under its key uses the
+folder under the old key when one exists, so an upgrade recomputes nothing.
 """
 
 from __future__ import annotations
@@ -66,6 +71,40 @@ class Stage:
     inputs: list[Path] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
     description: str = ""
+
+
+def _digest(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stage_key(stage: Stage, input_hashes: list[str], upstream: dict[str, str]) -> str:
+    """sha256 of the stage's name, params, its inputs' content hashes (in order) and its
+    upstream stages' keys."""
+    return _digest(
+        {
+            "version": PIPELINE_VERSION,
+            "name": stage.name,
+            "params": stage.params,
+            "input_sha256": input_hashes,
+            "after": upstream,
+        }
+    )
+
+
+def path_keyed_stage_key(stage: Stage, input_hashes: list[str], upstream: dict[str, str]) -> str:
+    """The key older versions gave a stage: each input's content hash under its path, so a
+    moved project or another install of the bundled data changed it (read-only: only to
+    find run folders they wrote; ``upstream`` holds the upstream stages' keys of this kind)."""
+    inputs = {str(p): h for p, h in zip(stage.inputs, input_hashes, strict=True)}
+    return _digest(
+        {
+            "version": PIPELINE_VERSION,
+            "name": stage.name,
+            "params": stage.params,
+            "inputs": inputs,
+            "after": upstream,
+        }
+    )
 
 
 @dataclass
@@ -126,22 +165,23 @@ class Pipeline:
                     )
 
     def plan(self) -> list[PlannedStage]:
-        """Keys and folders of every stage (hashes inputs; runs nothing)."""
+        """Keys and folders of every stage (hashes inputs; runs nothing). A stage with no
+        folder under its key takes the folder an older dualview made under its path-keyed
+        key, when there is one (module docstring)."""
         keys: dict[str, str] = {}
+        old_keys: dict[str, str] = {}
         planned = []
         for stage in self.stages:
-            payload = {
-                "version": PIPELINE_VERSION,
-                "name": stage.name,
-                "params": stage.params,
-                "inputs": {str(p): hash_path(Path(p)) for p in stage.inputs},
-                "after": {dep: keys[dep] for dep in stage.after},
-            }
-            key = hashlib.sha256(
-                json.dumps(payload, sort_keys=True, default=str).encode()
-            ).hexdigest()
-            keys[stage.name] = key
+            hashes = [hash_path(Path(p)) for p in stage.inputs]
+            key = stage_key(stage, hashes, {dep: keys[dep] for dep in stage.after})
+            old_key = path_keyed_stage_key(
+                stage, hashes, {dep: old_keys[dep] for dep in stage.after}
+            )
+            keys[stage.name], old_keys[stage.name] = key, old_key
             out_dir = self.run_dir / f"{stage.name}-{key[:12]}"
+            old_dir = self.run_dir / f"{stage.name}-{old_key[:12]}"
+            if not out_dir.exists() and old_dir.exists():
+                key, out_dir = old_key, old_dir
             planned.append(PlannedStage(stage, key, out_dir, self.reuse_from))
         return planned
 
