@@ -73,38 +73,24 @@ class Stage:
     description: str = ""
 
 
-def _digest(payload: dict[str, Any]) -> str:
+def _digest(stage: Stage, upstream: dict[str, str], **inputs: Any) -> str:
+    payload = {"version": PIPELINE_VERSION, "name": stage.name, "params": stage.params}
+    payload.update(inputs, after=upstream)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def stage_key(stage: Stage, input_hashes: list[str], upstream: dict[str, str]) -> str:
     """sha256 of the stage's name, params, its inputs' content hashes (in order) and its
     upstream stages' keys."""
-    return _digest(
-        {
-            "version": PIPELINE_VERSION,
-            "name": stage.name,
-            "params": stage.params,
-            "input_sha256": input_hashes,
-            "after": upstream,
-        }
-    )
+    return _digest(stage, upstream, input_sha256=input_hashes)
 
 
 def path_keyed_stage_key(stage: Stage, input_hashes: list[str], upstream: dict[str, str]) -> str:
     """The key older versions gave a stage: each input's content hash under its path, so a
     moved project or another install of the bundled data changed it (read-only: only to
     find run folders they wrote; ``upstream`` holds the upstream stages' keys of this kind)."""
-    inputs = {str(p): h for p, h in zip(stage.inputs, input_hashes, strict=True)}
-    return _digest(
-        {
-            "version": PIPELINE_VERSION,
-            "name": stage.name,
-            "params": stage.params,
-            "inputs": inputs,
-            "after": upstream,
-        }
-    )
+    paths = [str(p) for p in stage.inputs]
+    return _digest(stage, upstream, inputs=dict(zip(paths, input_hashes, strict=True)))
 
 
 @dataclass
