@@ -5,7 +5,6 @@ the adapters alone and a listwise loss raises the positive."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -16,15 +15,6 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-from transformers import (
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen2Tokenizer,
-)
 
 from dualview.config import validate_config
 from dualview.errors import ConfigError
@@ -36,13 +26,12 @@ from dualview.models.rerankers import load_reranker
 from dualview.train.config import TrainConfig
 from dualview.train.trainer import LOG_FILE, train
 from tests.test_train_resume import _env
+from tests.tiny_lm import ARCHS, FIXTURE, byte_tokenizer, save_tiny_lm, word_tokenizer
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
 
 TRAIN_EPOCHS = 4
-FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
 SPECIALS = ["<unk>", "<s>", "</s>"]
-ARCHS = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
 QUERY = "effects of caffeine on sleep"
 INSTRUCTION = "I want physiological findings; market or sales information is not relevant."
 PASSAGES = [
@@ -53,63 +42,27 @@ PASSAGES = [
 ]
 
 
-def _word_tokenizer(folder: Path, pad: bool) -> PreTrainedTokenizerFast:
-    """Llama-like word-level tokenizer (BOS added) over the fixture's and the prompt's words,
-    with ``true``/``false`` as words; without a pad token unless ``pad``."""
-    text = FIXTURE.read_text(encoding="utf-8") + LLM_RERANKER_PROMPT + " true false yes no"
-    words = sorted(set(re.findall(r"\w+|[^\w\s]", text.lower())))
-    specials = SPECIALS + (["<pad>"] if pad else [])
-    vocab = {token: i for i, token in enumerate(specials + words)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.normalizer = normalizers.Lowercase()
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    extra = {"pad_token": "<pad>"} if pad else {}
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", **extra
-    )
-    tokenizer.add_bos_token = True
-    tokenizer.save_pretrained(folder)
-    return tokenizer
-
-
-def _byte_tokenizer(folder: Path) -> Qwen2Tokenizer:
-    """Qwen2's tokenizer class over raw bytes, with merges that make ``true`` and ``false``
-    one token each (no BOS; EOS = pad = <|endoftext|>)."""
-    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    merges = []
-    for word in ("true", "false"):
-        for end in range(2, len(word) + 1):
-            merges.append((word[: end - 1], word[end - 1]))
-            vocab.setdefault(word[:end], len(vocab))
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges)
-    tokenizer.save_pretrained(folder)
-    return tokenizer
-
-
 def make_tiny_lm(folder: Path, arch: str, pad: bool = False) -> Path:
-    """A 2-layer, 32-dim causal LM (fixed seed) with its LM head, plus a tokenizer.
+    """A tiny random LM whose tokenizer has ``true`` and ``false`` as single tokens (Llama:
+    words of the fixture and the prompt, no pad token unless ``pad``; Qwen2: bytes).
 
     Weights are drawn with std 0.2, not the usual 0.02: at 0.02 every prompt of a random LM
     ends in nearly the same state, and a few optimizer steps barely move a listwise loss."""
-    tokenizer = _word_tokenizer(folder, pad) if arch == "llama" else _byte_tokenizer(folder)
-    config_cls, model_cls = ARCHS[arch]
-    config = config_cls(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    if arch == "llama":
+        text = FIXTURE.read_text(encoding="utf-8") + LLM_RERANKER_PROMPT + " true false yes no"
+        specials = SPECIALS + (["<pad>"] if pad else [])
+        tokenizer = word_tokenizer(folder, text, specials, pad_token="<pad>" if pad else None)
+    else:
+        tokenizer = byte_tokenizer(folder, whole_words=("true", "false"))
+    return save_tiny_lm(
+        folder,
+        arch,
+        tokenizer,
         max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
         initializer_range=0.2,
     )
-    torch.manual_seed(0)
-    model_cls(config).save_pretrained(folder)
-    return folder
 
 
 def reranker_config(path: Path, lora: bool = False, **extra) -> ModelConfig:

@@ -4,22 +4,12 @@ appended EOS with left padding, LoRA training, saving (merged + adapter) and exa
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-from transformers import (
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen2Tokenizer,
-)
 
 from dualview.config import validate_config
 from dualview.errors import ConfigError
@@ -28,13 +18,12 @@ from dualview.models.config import ModelConfig
 from dualview.models.decoder import ADAPTER_DIR, load_adapter
 from dualview.train.config import TrainConfig
 from dualview.train.trainer import LOG_FILE, Trainer
+from tests.tiny_lm import ARCHS, FIXTURE, byte_tokenizer, save_tiny_lm, word_tokenizer
 
 pytest.importorskip("peft")  # dualview[lora], installed by dualview[dev]
 
 EPOCHS = 8
-FIXTURE = Path(__file__).parent / "fixtures" / "train" / "dv_small.jsonl"
 SPECIALS = ["<unk>", "<pad>", "<s>", "</s>"]
-ARCHS = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
 TEXTS = [
     "caffeine",
     "effects of caffeine on sleep in healthy adults",
@@ -43,50 +32,14 @@ TEXTS = [
 ]
 
 
-def _word_tokenizer(folder: Path, bos: bool) -> PreTrainedTokenizerFast:
-    """A word-level tokenizer over the fixture's words; Llama-like (BOS added) or Qwen-like."""
-    words = sorted(set(re.findall(r"\w+|[^\w\s]", FIXTURE.read_text(encoding="utf-8").lower())))
-    vocab = {token: i for i, token in enumerate(SPECIALS + words)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.normalizer = normalizers.Lowercase()
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
-    )
-    if bos:
-        tokenizer.add_bos_token = True
-    tokenizer.save_pretrained(folder)
-    return tokenizer
-
-
-def _byte_tokenizer(folder: Path) -> Qwen2Tokenizer:
-    """Qwen2's tokenizer class (what AutoTokenizer picks for a qwen2 folder) over raw bytes:
-    no BOS, EOS = pad = <|endoftext|>."""
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tokenizer = Qwen2Tokenizer(vocab={c: i for i, c in enumerate(alphabet)}, merges=[])
-    tokenizer.save_pretrained(folder)
-    return tokenizer
-
-
 def make_tiny_decoder(folder: Path, arch: str) -> Path:
-    """A 2-layer, 32-dim causal LM (fixed seed) saved with its LM head, plus a tokenizer:
-    Llama-like words with BOS, or Qwen2's byte-level tokenizer without."""
-    tokenizer = _word_tokenizer(folder, bos=True) if arch == "llama" else _byte_tokenizer(folder)
-    config_cls, model_cls = ARCHS[arch]
-    config = config_cls(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model_cls(config).save_pretrained(folder)
-    return folder
+    """A tiny random LM: Llama-like words of the fixture with BOS, or Qwen2's byte-level
+    tokenizer without."""
+    if arch == "llama":
+        tokenizer = word_tokenizer(folder, FIXTURE.read_text(encoding="utf-8"), SPECIALS)
+    else:
+        tokenizer = byte_tokenizer(folder)
+    return save_tiny_lm(folder, arch, tokenizer, max_position_embeddings=256)
 
 
 @pytest.fixture(params=sorted(ARCHS))
