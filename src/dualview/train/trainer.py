@@ -268,7 +268,9 @@ class Trainer:
                 "dualview-train", config=self.config.model_dump(mode="json")
             )
         batches = self._batches(state)
-        first = last = None
+        # on resume the main process's log holds the steps up to the checkpoint (_resume)
+        main_resumed = resume and self.accelerator.is_main_process
+        first, last = logged_losses(self.output_dir / LOG_FILE) if main_resumed else (None, None)
         interrupted = False
         log = (
             AppendJsonlWriter(self.output_dir / LOG_FILE)
@@ -494,6 +496,19 @@ def truncate_log(path: Path, step: int) -> None:
         if line.strip() and json.loads(line).get("step", 0) <= step
     ]
     atomic_write_text(path, "".join(kept))
+
+
+def logged_losses(path: Path) -> tuple[float | None, float | None]:
+    """The first and last step loss in a run's ``train_log.jsonl`` (None when it has none),
+    so that a resumed run reports the losses of the steps it did not redo."""
+    if not path.exists():
+        return None, None
+    losses = [
+        record["loss"]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and "loss" in (record := json.loads(line))
+    ]
+    return (losses[0], losses[-1]) if losses else (None, None)
 
 
 def train(
