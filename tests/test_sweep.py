@@ -27,6 +27,8 @@ from dualview.report.sweep_report import control_pairs, read_manifest, report_sw
 from tests.helpers import run_cli
 
 QUERIES = [f"q{i}" for i in range(24)]
+FOLDS = Path(__file__).parents[1] / "src" / "dualview" / "data" / "gold" / "folds"
+FOLD1, FOLD2 = (f"paired={FOLDS / f'ldo-{k}'}" for k in (1, 2))
 
 
 def _write(tmp_path: Path, sweep: dict[str, Any], **extra: Any) -> Path:
@@ -93,6 +95,38 @@ def test_expansion_sets_keys_labels_folders_and_seeds(tmp_path: Path) -> None:
     }
 
 
+def test_a_group_sets_its_keys_together_and_labels_the_arm_by_option(tmp_path: Path) -> None:
+    folds = {
+        "fold": {
+            "ldo-1": {"instructions.path": "gold:ldo-1-train", "evaluation.benchmarks": [FOLD1]},
+            "ldo-2": {"instructions.path": "gold:ldo-2-train", "evaluation.benchmarks": [FOLD2]},
+        }
+    }
+    path = _write(
+        tmp_path,
+        {"parameters": {"training.overrides.max_steps": [2, 4]}, "groups": folds, "seeds": [1]},
+    )
+    sweep = load_sweep(path)
+    assert sweep is not None
+    assert [r.label for r in sweep.runs] == [
+        "max_steps=2,fold=ldo-1",
+        "max_steps=2,fold=ldo-2",
+        "max_steps=4,fold=ldo-1",
+        "max_steps=4,fold=ldo-2",
+    ]
+    run = sweep.runs[3]
+    assert run.settings == {
+        "training.overrides.max_steps": 4,
+        "instructions.path": "gold:ldo-2-train",
+        "evaluation.benchmarks": [FOLD2],
+    }
+    exp = run.experiment
+    assert exp.instructions is not None and exp.instructions.path == "gold:ldo-2-train"
+    assert exp.evaluation.benchmarks == [FOLD2] and exp.training.overrides["max_steps"] == 4
+    assert run.run_dir == tmp_path / "sweep" / "max_steps=4,fold=ldo-2" / "seed=1"
+    assert sweep.manifest().groups == folds
+
+
 def test_no_sweep_block_is_a_plain_experiment(tmp_path: Path) -> None:
     path = _write(tmp_path, {})
     data = yaml.safe_load(path.read_text())
@@ -125,6 +159,21 @@ def test_overrides_reach_the_sweep_block_and_seed_keys(tmp_path: Path) -> None:
         ({"grid": {}}, "grid"),
         ({"parameters": {"run_dir": ["a", "b"]}}, "set by the sweep"),
         ({"parameters": {"seed": [1, 2]}, "seeds": [3]}, "the seeds set it"),
+        ({"groups": {"fold": {}}}, "at least one option"),
+        ({"groups": {"fold": {"a": {}}}}, "sets no key"),
+        ({"groups": {"a.b": {"x": {"seed": 1}}}}, "plain word"),
+        ({"groups": {"g": {"x": {"run_dir": "elsewhere"}}}}, "groups: g: run_dir: set by"),
+        (
+            {"parameters": {"seed": [1, 2]}, "groups": {"g": {"x": {"seed": 3}}}},
+            "seed: also set by seed",
+        ),
+        (
+            {
+                "parameters": {"training.overrides.max_steps": [2]},
+                "groups": {"max_steps": {"x": {"seed": 3}}},
+            },
+            "named like a parameter",
+        ),
     ],
 )
 def test_bad_sweeps_are_located_errors(tmp_path: Path, sweep: dict, message: str) -> None:

@@ -8,6 +8,10 @@ sweeps for the file and Hydra's multirun for the folders; docs/architecture/swee
       parameters:                  # key path -> values (or {values: [...]}, W&B's form)
         training.overrides.data.view_policy: [together, separate]
         training.overrides.max_steps: [40, 160]
+      groups:                      # keys set together, one named option at a time
+        fold:                      # (Hydra's config groups): label fold=ldo-1, ...
+          ldo-1: {instructions.path: "gold:ldo-1-train", evaluation.benchmarks: [...]}
+          ldo-2: {instructions.path: "gold:ldo-2-train", evaluation.benchmarks: [...]}
       seeds: [1, 2, 3]             # each arm once per seed (written to `seed_keys`)
       seed_keys: [seed]            # default: the experiment's seed (mix sampling)
       control: Ins-orig            # the report's control: a configuration, arm or row
@@ -15,6 +19,9 @@ sweeps for the file and Hydra's multirun for the folders; docs/architecture/swee
 - A key path names a key of the experiment (``training.overrides.max_steps``). Everything
   after ``overrides`` is one key of that flat map (``data.view_policy``), exactly what
   ``--set training.overrides.data.view_policy=separate`` means for the trainer.
+- The grid is every combination of the parameters' values and the groups' options
+  (parameters first, the first varying slowest). A group sets all the keys of its option;
+  its label part is ``group=option``.
 - Arm ``max_steps=40,view_policy=separate`` (shortest unambiguous key suffixes, Hydra's
   override dirname) of seed 1 runs in ``SWEEP_DIR/max_steps=40,view_policy=separate/seed=1``
   (``SWEEP_DIR``: the experiment's ``run_dir``, default ``runs/<name>``).
@@ -53,6 +60,7 @@ from dualview.report.sweep_report import SweepArm, SweepManifest, write_manifest
 SWEEP_KEY = "sweep"
 FLAT_MAPS = ("overrides",)  # mappings whose keys are dotted paths themselves
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
 MAX_LABEL = 120
 
 Builder = Callable[[Experiment, list[Path] | None], Pipeline]
@@ -63,6 +71,7 @@ class SweepSpec(StrictModel):
 
     method: Literal["grid"] = "grid"
     parameters: dict[str, list[Any]] = Field(default_factory=dict)
+    groups: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=list)
     seed_keys: list[str] = Field(default_factory=lambda: ["seed"], min_length=1)
     control: str | None = None
@@ -84,6 +93,22 @@ class SweepSpec(StrictModel):
                 raise ValueError(f"{key}: repeated value in {values}")
             out[key] = values
         return out
+
+    @field_validator("groups")
+    @classmethod
+    def _options(
+        cls, groups: dict[str, dict[str, dict[str, Any]]]
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        """Group names are plain words; each group has options, each setting some keys."""
+        for name, options in groups.items():
+            if not _WORD.fullmatch(name):
+                raise ValueError(f"{name}: a group name is a plain word (letters, digits, _ -)")
+            if not options:
+                raise ValueError(f"{name}: give at least one option")
+            for option, sets in options.items():
+                if not sets:
+                    raise ValueError(f"{name}: {option}: the option sets no key")
+        return groups
 
     @field_validator("seeds")
     @classmethod
@@ -126,6 +151,7 @@ class Sweep:
             name=self.name,
             method=self.spec.method,
             parameters=self.spec.parameters,
+            groups=self.spec.groups,
             seeds=self.spec.seeds,
             control=self.spec.control,
             arms=list(arms.values()),
@@ -179,29 +205,55 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def grid(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Every combination of the parameters' values, the first key varying slowest."""
-    keys = list(spec.parameters)
-    return [
-        dict(zip(keys, combo, strict=True))
-        for combo in itertools.product(*spec.parameters.values())
-    ]
+def _axes(spec: SweepSpec) -> list[tuple[str, list[tuple[Any, dict[str, Any]]]]]:
+    """Each axis of the grid: its name and its choices, each a label value and the keys it
+    sets (a parameter sets its own key; a group option sets all of its keys)."""
+    axes = [(key, [(v, {key: v}) for v in values]) for key, values in spec.parameters.items()]
+    for name, options in spec.groups.items():
+        axes.append((name, [(option, dict(sets)) for option, sets in options.items()]))
+    return axes
+
+
+def grid(spec: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every combination of the axes' choices, the first axis varying slowest: for each, the
+    label parts (axis -> value or option) and the settings (key path -> value)."""
+    axes = _axes(spec)
+    points = []
+    for combo in itertools.product(*(choices for _, choices in axes)):
+        settings: dict[str, Any] = {}
+        for _, sets in combo:
+            settings.update(sets)
+        parts = {name: value for (name, _), (value, _) in zip(axes, combo, strict=True)}
+        points.append((parts, settings))
+    return points
+
+
+def _check_keys(spec: SweepSpec, source: str) -> None:
+    """Keys the sweep may not set (its own, the seeds'), and no key set by two axes."""
+    owner: dict[str, str] = {}
+    for axis, choices in _axes(spec):
+        for key in {k for _, sets in choices for k in sets}:
+            where = f"{source}: sweep: " + ("parameters" if axis == key else f"groups: {axis}")
+            if key == "run_dir" or key.startswith(f"{SWEEP_KEY}."):
+                raise ConfigError(f"{where}: {key}: set by the sweep itself")
+            if spec.seeds and key in spec.seed_keys:
+                raise ConfigError(f"{where}: {key}: the seeds set it (seed_keys)")
+            if owner.setdefault(key, axis) != axis:
+                raise ConfigError(f"{where}: {key}: also set by {owner[key]}")
 
 
 def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
     """The arm runs of ``raw`` (an experiment mapping without its sweep block)."""
-    for key in spec.parameters:
-        if key == "run_dir" or key.startswith(f"{SWEEP_KEY}."):
-            raise ConfigError(f"{source}: sweep: parameters: {key}: set by the sweep itself")
-        if spec.seeds and key in spec.seed_keys:
-            raise ConfigError(f"{source}: sweep: parameters: {key}: the seeds set it (seed_keys)")
+    _check_keys(spec, source)
     base = validate_config(Experiment, copy.deepcopy(raw), source)
     sweep_dir = base.resolved_run_dir()
-    names = short_names(list(spec.parameters))
+    names = short_names(list(spec.parameters)) | {name: name for name in spec.groups}
+    if len(set(names.values())) != len(names):
+        raise ConfigError(f"{source}: sweep: a group is named like a parameter: {names}")
     sweep = Sweep(base.name, sweep_dir, spec)
     labels: set[str] = set()
-    for settings in grid(spec):
-        label = arm_label(settings, names)
+    for parts, settings in grid(spec):
+        label = arm_label(parts, names)
         if label in labels:
             raise ConfigError(f"{source}: sweep: two arms would share the folder {label!r}")
         labels.add(label)

@@ -48,6 +48,7 @@ class SweepManifest(StrictModel):
     name: str
     method: str = "grid"
     parameters: dict[str, list[Any]] = Field(default_factory=dict)
+    groups: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=list)
     control: str | None = None
     arms: list[SweepArm] = Field(min_length=1)
