@@ -35,6 +35,14 @@ def test_panel_draws_ci_bars_zero_line_and_marks_significance() -> None:
     plt.close(fig)
 
 
+def test_a_panel_of_zero_differences_gets_a_readable_axis() -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    _difference_panel(ax, [_comp("Recall@100", "A", 0.0, 0.0, 0.0, 1.0)])
+    assert ax.get_xlim() == (-1, 1)
+    plt.close(fig)
+
+
 def test_one_panel_per_metric_and_none_without_comparisons(tmp_path) -> None:
     comps = [_comp("p-MRR", "A", 1.0, 0.2, 1.8, 0.02), _comp("nDCG", "A", -0.5, -1.0, 0.1, 0.1)]
     path = difference_plot(comps, tmp_path / "d.png")

@@ -90,3 +90,17 @@ def test_every_generated_table_in_docs_results_matches_its_committed_file() -> N
         assert block.source.resolve().is_relative_to(ROOT / "docs" / "results"), block.source
     stale = stale_tables(RESULTS)
     assert not stale, [f"{RESULTS}:{b.line} differs from {b.source}" for b in stale]
+
+
+def test_a_block_can_keep_only_some_metrics(tmp_path: Path) -> None:
+    doc = _document(tmp_path)
+    text = doc.read_text(encoding="utf-8")
+    text = text.replace("exp/report.csv -->", "exp/report.csv; gold nDCG -->")
+    text = text.replace("exp/significance.json -->", "exp/significance.json; gold p-MRR -->")
+    doc.write_text(text, encoding="utf-8")
+    assert [b.only for b in table_blocks(doc)] == [("gold nDCG",), ("gold p-MRR",)]
+    assert write_tables(doc) == 2 and stale_tables(doc) == []
+    text = doc.read_text(encoding="utf-8")
+    assert "| configuration | gold nDCG@10 |\n" in text and "21.02" not in text
+    assert "<!-- table: results/exp/report.csv; gold nDCG -->" in text  # marker kept
+    assert "+5.20 *" in text and "-0.20 |" not in text

@@ -78,6 +78,8 @@ def _difference_panel(ax, comparisons: list[PairedComparison]) -> None:
     ax.set_yticks(range(len(comparisons)), labels, fontsize=8)
     ax.set_ylim(len(comparisons) - 0.5, -0.7)
     ax.margins(x=0.2)
+    if max(max(abs(c.ci_low), abs(c.ci_high)) for c in comparisons) < 1e-9:
+        ax.set_xlim(-1, 1)  # every difference is 0: a readable axis, not one of width 1e-17
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("difference (metric points)", fontsize=8)
 
@@ -91,9 +93,8 @@ def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | N
     plt = _pyplot()
     n_rows, n_cols = _grid(len(metrics), max_cols=2)
     height = 0.9 + 0.45 * max(sum(c.metric == m for c in comparisons) for m in metrics)
-    fig, axes = plt.subplots(
-        n_rows, n_cols, figsize=(5.2 * n_cols, height * n_rows + 0.6), squeeze=False
-    )
+    fig_height = height * n_rows + 0.6
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.2 * n_cols, fig_height), squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         _difference_panel(ax, [c for c in comparisons if c.metric == metric])
         ax.set_title(f"{metric}: arm - control", fontsize=10)
@@ -103,7 +104,7 @@ def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | N
     fig.suptitle(
         f"Paired differences, 95% bootstrap CI; filled and * = p < 0.05{holm}", fontsize=10
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig_height))  # keep the suptitle clear
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

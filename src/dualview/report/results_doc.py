@@ -6,7 +6,13 @@ A generated table sits between two HTML comments that name its source::
     | configuration | ... |
     <!-- end table -->
 
-The path is relative to the document. Its suffix says how the table is rendered:
+The path is relative to the document. After it, ``; `` and a comma-separated list keeps
+only the metrics whose name starts with one of the items (columns of a report, rows of a
+significance table), for a report too wide for the page::
+
+    <!-- table: results/gold-cpu/significance.json; paired p-MRR, phenomena p-MRR -->
+
+Its suffix says how the table is rendered:
 
 - ``report.csv`` (what ``dualview report`` writes): the results table, mean ± sd and the
   best value of each column in bold (`dualview.report.table.markdown_table`);
@@ -25,16 +31,19 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
-from dualview.report.table import markdown_table, rows_from_csv
+from dualview.report.table import ConfigResult, markdown_table, rows_from_csv
 
-BLOCK = re.compile(r"<!-- table: (?P<source>\S+) -->\n(?P<body>.*?)<!-- end table -->", re.S)
+BLOCK = re.compile(
+    r"<!-- table: (?P<source>[^\s;]+)(?:; (?P<only>[^\n]*?))? -->\n(?P<body>.*?)<!-- end table -->",
+    re.S,
+)
 
 
 @dataclass(frozen=True)
@@ -44,16 +53,31 @@ class TableBlock:
     source: Path
     body: str
     line: int
+    only: tuple[str, ...] = ()
 
 
-def render(source: Path) -> str:
-    """The Markdown table a report file renders to."""
+def _only(text: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
+
+
+def _kept(metric: str, only: tuple[str, ...]) -> bool:
+    return not only or any(metric.startswith(prefix) for prefix in only)
+
+
+def _keep_columns(row: ConfigResult, only: tuple[str, ...]) -> ConfigResult:
+    metrics = {k: v for k, v in row.metrics.items() if _kept(k, only)}
+    spread = {k: v for k, v in row.spread.items() if _kept(k, only)}
+    return replace(row, metrics=metrics, spread=spread)
+
+
+def render(source: Path, only: tuple[str, ...] = ()) -> str:
+    """The Markdown table a report file renders to (``only``: metric name prefixes kept)."""
     if not source.is_file():
         raise DataError(source, None, "table", "the report file does not exist")
     text = source.read_text(encoding="utf-8")
     if source.name.endswith(".csv"):
         try:
-            return markdown_table(rows_from_csv(text))
+            return markdown_table([_keep_columns(row, only) for row in rows_from_csv(text)])
         except ValueError as exc:
             raise DataError(source, 1, "configuration", str(exc)) from None
     if source.name.endswith(".json"):
@@ -61,7 +85,8 @@ def render(source: Path) -> str:
             items = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DataError(source, exc.lineno, "json", exc.msg) from None
-        return significance_table([PairedComparison.from_dict(item) for item in items])
+        comparisons = [PairedComparison.from_dict(item) for item in items]
+        return significance_table([c for c in comparisons if _kept(c.metric, only)])
     raise DataError(source, None, "table", "expected a report .csv or a significance .json")
 
 
@@ -73,6 +98,7 @@ def table_blocks(document: Path) -> list[TableBlock]:
             source=document.parent / match["source"],
             body=match["body"],
             line=text.count("\n", 0, match.start()) + 1,
+            only=_only(match["only"]),
         )
         for match in BLOCK.finditer(text)
     ]
@@ -80,7 +106,9 @@ def table_blocks(document: Path) -> list[TableBlock]:
 
 def stale_tables(document: Path) -> list[TableBlock]:
     """The blocks of ``document`` whose text differs from what their file renders."""
-    return [block for block in table_blocks(document) if block.body != render(block.source)]
+    return [
+        block for block in table_blocks(document) if block.body != render(block.source, block.only)
+    ]
 
 
 def write_tables(document: Path) -> int:
@@ -90,9 +118,9 @@ def write_tables(document: Path) -> int:
 
     def regenerate(match: re.Match[str]) -> str:
         nonlocal changed
-        body = render(document.parent / match["source"])
+        body = render(document.parent / match["source"], _only(match["only"]))
         changed += body != match["body"]
-        return f"<!-- table: {match['source']} -->\n{body}<!-- end table -->"
+        return match.group(0)[: match.start("body") - match.start()] + f"{body}<!-- end table -->"
 
     new = BLOCK.sub(regenerate, text)
     if changed:
