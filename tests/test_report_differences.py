@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from dualview.report import write_report
-from dualview.report.plots import COLORS, _difference_panel, _pyplot, difference_plot
+from dualview.report.plots import (
+    COLORS,
+    _comparison_label,
+    _difference_panel,
+    _pyplot,
+    difference_plot,
+)
 from dualview.report.significance import PairedComparison
 from dualview.report.table import ConfigResult
 
@@ -33,6 +39,13 @@ def test_panel_draws_ci_bars_zero_line_and_marks_significance() -> None:
     assert labels == ["+1.50 *", "-0.30"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A - base", "B - base"]
     plt.close(fig)
+
+
+def test_long_sweep_arm_labels_wrap_before_the_control() -> None:
+    short = _comp("m", "Ins-DV", 1.0, 0.0, 2.0, 0.1)
+    assert _comparison_label(short) == "Ins-DV - base"
+    long = _comp("m", "Ins-DV-gold [model=cross-encoder]", 1.0, 0.0, 2.0, 0.1)
+    assert _comparison_label(long) == "Ins-DV-gold [model=cross-encoder]\n- base"
 
 
 def test_a_panel_of_zero_differences_gets_a_readable_axis() -> None:

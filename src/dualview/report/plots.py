@@ -16,6 +16,7 @@ COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
+LABEL_CHARS = 36  # a difference panel's "arm - control" label wraps after this many characters
 
 
 def _pyplot() -> Any:
@@ -47,10 +48,16 @@ def _label_bars(ax, bars, values, errors=None) -> None:
             )
 
 
+def _comparison_label(c: PairedComparison) -> str:
+    """``arm - control``, on two lines when long (sweep arms carry their settings)."""
+    one_line = f"{c.arm} - {c.control}"
+    return one_line if len(one_line) <= LABEL_CHARS else f"{c.arm}\n- {c.control}"
+
+
 def _difference_panel(ax, comparisons: list[PairedComparison]) -> None:
     """One row per arm - control: the mean difference, its 95% CI, a zero line; significant
     ones filled, in colour and starred, the others hollow and grey."""
-    labels = [f"{c.arm} - {c.control}" for c in comparisons]
+    labels = [_comparison_label(c) for c in comparisons]
     for y, c in enumerate(comparisons):
         color = COLORS[3] if c.significant and c.diff < 0 else COLORS[0]
         color = color if c.significant else COLORS[7]
@@ -93,8 +100,12 @@ def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | N
     plt = _pyplot()
     n_rows, n_cols = _grid(len(metrics), max_cols=2)
     height = 0.9 + 0.45 * max(sum(c.metric == m for c in comparisons) for m in metrics)
+    label_chars = max(len(line) for c in comparisons for line in _comparison_label(c).split("\n"))
+    panel_width = 3.4 + 0.065 * label_chars  # the plot area plus its y labels (8 pt)
     fig_height = height * n_rows + 0.6
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.2 * n_cols, fig_height), squeeze=False)
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(panel_width * n_cols, fig_height), squeeze=False
+    )
     for ax, metric in zip(axes.flat, metrics, strict=False):
         _difference_panel(ax, [c for c in comparisons if c.metric == metric])
         ax.set_title(f"{metric}: arm - control", fontsize=10)
