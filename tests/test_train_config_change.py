@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from dualview.config import load_config
-from dualview.report.collect import read_loss_log
 from dualview.train.config import TrainConfig
 from dualview.train.config_drift import config_changes, flatten, snapshot
+from dualview.train.step_log import read_loss_log
 from dualview.train.trainer import train
 from tests.helpers import run_cli
 from tests.train_tiny import make_tiny_encoder

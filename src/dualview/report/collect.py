@@ -8,14 +8,14 @@ headline metrics as ``<label> <metric>``. IR measures are stored as fractions an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError
 from dualview.eval.layout import display_value, model_slug
-from dualview.io.files import iter_binary_lines, read_json_file
+from dualview.io.files import read_json_file
 from dualview.report.table import ConfigResult
+from dualview.train.step_log import read_loss_log
 
 # Headline metrics of benchmarks outside the paper's columns.
 EXTRA_METRICS = {
@@ -92,21 +92,6 @@ def pmrr_per_query(label: str, payload: dict[str, Any]) -> dict[str, list[float]
         if metric == "p-MRR" and part and values:
             out[f"{label} {part}"] = [float(v) for v in values.values()]
     return out
-
-
-def read_loss_log(path: Path) -> list[tuple[int, float]]:
-    """``(step, loss)`` pairs from a JSON-lines training log (lines without a loss skipped)."""
-    curve = []
-    if not path.is_file():
-        return curve
-    for _, _, raw in iter_binary_lines(path):
-        try:
-            entry = json.loads(raw)
-        except ValueError:  # a torn or garbage line: skipped
-            continue
-        if isinstance(entry, dict) and "loss" in entry and "step" in entry:
-            curve.append((int(entry["step"]), float(entry["loss"])))
-    return curve
 
 
 def _add_result(row: ConfigResult, path: Path) -> None:

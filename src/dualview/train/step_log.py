@@ -19,7 +19,11 @@ Every item is a key of the step's record in ``train_log.jsonl``:
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+from dualview.io.files import iter_binary_lines
 
 SEPARATOR = " · "
 
@@ -42,3 +46,18 @@ def format_step(record: dict[str, Any], total_steps: int) -> str:
     if record.get("peak_memory_gib") is not None:
         items.append(f"{record['peak_memory_gib']:.1f} GiB peak")
     return SEPARATOR.join(items)
+
+
+def read_loss_log(path: Path) -> list[tuple[int, float]]:
+    """``(step, loss)`` pairs from a JSON-lines training log (lines without a loss skipped)."""
+    curve = []
+    if not path.is_file():
+        return curve
+    for _, _, raw in iter_binary_lines(path):
+        try:
+            entry = json.loads(raw)
+        except ValueError:  # a torn or garbage line: skipped
+            continue
+        if isinstance(entry, dict) and "loss" in entry and "step" in entry:
+            curve.append((int(entry["step"]), float(entry["loss"])))
+    return curve

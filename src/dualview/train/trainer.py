@@ -60,7 +60,7 @@ from dualview.train.memory import auto_token_budget
 from dualview.train.objectives import build_objective
 from dualview.train.rerank_step import rerank_step
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
-from dualview.train.step_log import format_step
+from dualview.train.step_log import format_step, read_loss_log
 
 LOG_FILE = "train_log.jsonl"
 MODEL_DIR = "model"
@@ -501,14 +501,8 @@ def truncate_log(path: Path, step: int) -> None:
 def logged_losses(path: Path) -> tuple[float | None, float | None]:
     """The first and last step loss in a run's ``train_log.jsonl`` (None when it has none),
     so that a resumed run reports the losses of the steps it did not redo."""
-    if not path.exists():
-        return None, None
-    losses = [
-        record["loss"]
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and "loss" in (record := json.loads(line))
-    ]
-    return (losses[0], losses[-1]) if losses else (None, None)
+    curve = read_loss_log(path)
+    return (curve[0][1], curve[-1][1]) if curve else (None, None)
 
 
 def train(
