@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from dualview.errors import DualviewError, Interrupted
+from dualview.pipeline.experiment import EvaluationSpec
 from dualview.pipeline.stages import Pipeline, Stage, read_done
 
 
@@ -197,3 +198,13 @@ def test_run_folders_keyed_by_input_paths_are_still_found(tmp_path, monkeypatch)
     calls.clear()
     _pipeline(tmp_path / "run", source, calls).run()
     assert calls == []
+
+
+def test_evaluation_precision_enters_the_stage_key_only_when_set():
+    auto = EvaluationSpec(benchmarks=["phenomena"])
+    assert "precision" not in auto.key_params()  # keys from before the field still match
+    assert auto.key_params() == {k: v for k, v in auto.model_dump().items() if k != "precision"}
+    fp32 = EvaluationSpec(benchmarks=["phenomena"], precision="fp32")
+    assert fp32.key_params()["precision"] == "fp32"
+    with pytest.raises(ValueError, match="precision"):
+        EvaluationSpec(benchmarks=["phenomena"], precision="fp64")

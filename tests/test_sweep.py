@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.console import Console
 
 from dualview.config import ConfigError
 from dualview.eval.run import model_slug
+from dualview.lock import LockedError, folder_lock
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.pipeline.sweep import (
@@ -401,3 +403,80 @@ def test_a_failed_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
         ("eval", "max_steps=3"),
     ]
     assert len(list((tmp_path / "sweep" / "max_steps=2").glob("train-*"))) == 1
+
+
+# -- agents: several processes working through one sweep ---------------------------------
+
+
+def test_an_agent_skips_arm_runs_another_process_holds(tmp_path: Path) -> None:
+    spec = {"parameters": {"training.overrides.max_steps": [1, 2, 3]}}
+    calls = Calls()
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    sweep = load_sweep(_write(tmp_path, spec))
+    assert sweep is not None
+    held = tmp_path / "sweep" / "max_steps=2"
+    with folder_lock(held), folder_lock(tmp_path / "sweep"):  # another process: arm 2, sweep
+        with pytest.raises(LockedError):  # a plain sweep run needs the sweep to itself
+            run_sweep(sweep, quiet, build=_fake_builder(calls))
+        outputs = run_sweep(sweep, quiet, build=_fake_builder(calls), agent=True)
+    assert sorted(Path(p).name for p in outputs) == ["max_steps=1", "max_steps=3"]
+    assert {Path(out).parent.name for _, out in calls.log} == {"max_steps=1", "max_steps=3"}
+    assert len(read_manifest(tmp_path / "sweep").arms) == 3  # the whole grid, for the report
+    calls.log.clear()
+    run_sweep(sweep, quiet, build=_fake_builder(calls), agent=True)  # released: it runs now
+    assert {Path(out).parent.name for _, out in calls.log} == {"max_steps=2"}
+
+
+def test_two_agents_share_the_arms_and_run_each_once(tmp_path: Path) -> None:
+    spec = {"parameters": {"training.overrides.max_steps": [1, 2, 3, 4]}, "seeds": [1, 2]}
+    calls = Calls()
+    both_busy = threading.Barrier(2, timeout=30)
+    first = threading.Lock()
+    waited: list[str] = []
+
+    def build(exp: Experiment, reuse_from: list[Path] | None) -> Pipeline:
+        pipeline = _fake_builder(calls)(exp, reuse_from)
+        inner = pipeline.stages[1].fn
+
+        def train(out: Path, up: dict[str, Path]) -> dict[str, Any]:
+            if len(waited) < 2:  # each agent's first training waits for the other's
+                with first:
+                    waited.append(out.parent.as_posix())
+                both_busy.wait()
+            return inner(out, up)
+
+        pipeline.stages[1].fn = train
+        return pipeline
+
+    sweep = load_sweep(_write(tmp_path, spec))
+    assert sweep is not None
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    errors: list[BaseException] = []
+
+    def agent() -> None:
+        try:
+            run_sweep(sweep, quiet, build=build, agent=True)
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=agent) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert len(set(waited)) == 2  # the two agents were in two different arm runs at once
+    trained = [
+        Path(out).parent.relative_to(tmp_path / "sweep") for k, out in calls.log if k == "train"
+    ]
+    assert len(trained) == len(set(trained)) == 8  # every arm run once, none twice
+    assert len(read_manifest(tmp_path / "sweep").arms) == 4
+
+
+def test_agent_flag_needs_a_sweep(tmp_path: Path) -> None:
+    path = _write(tmp_path, GRID)
+    raw = yaml.safe_load(path.read_text())
+    raw.pop("sweep")
+    path.write_text(yaml.safe_dump(raw))
+    result = run_cli("run", str(path), "--agent")
+    assert result.returncode == 2 and "has no sweep: block" in result.stderr

@@ -28,7 +28,14 @@ LOCK_FILE = ".dualview.lock"
 
 
 class LockedError(DualviewError):
-    """Another live process holds the lock of the folder (or file) this command writes."""
+    """Another live process holds the lock of the folder (or file) this command writes.
+
+    ``lock_path``: the lock file that is held.
+    """
+
+    def __init__(self, message: str, lock_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.lock_path = lock_path
 
 
 def read_holder(lock_path: Path) -> dict:
@@ -61,7 +68,8 @@ def exclusive(lock_path: str | Path, what: str = "folder") -> Iterator[dict]:
             since = holder.get("since", "?")
             raise LockedError(
                 f"{lock_path.parent}: {what} in use by another dualview process (pid {pid} on "
-                f"{host}, since {since}); wait for it to finish or stop it, then rerun"
+                f"{host}, since {since}); wait for it to finish or stop it, then rerun",
+                lock_path,
             ) from None
         me = {
             "pid": os.getpid(),

@@ -55,6 +55,15 @@ def run(
             "(e.g. new defaults of a newer dualview); the differences go to its log.",
         ),
     ] = False,
+    agent: Annotated[
+        bool,
+        typer.Option(
+            "--agent",
+            help="Sweeps: one of several processes working through the sweep; skip the arm "
+            "runs another process holds. Writes no report (run `dualview report SWEEP_DIR` "
+            "when every agent is done).",
+        ),
+    ] = False,
     price: options.PricePerMtok = None,
     tokens_per_s: options.ServerTokensPerS = None,
 ) -> None:
@@ -65,12 +74,16 @@ def run(
     if sweep is not None:
         if reuse_from:
             raise DualviewError("--reuse-from: not with a sweep (its arms reuse each other)")
-        run_sweep(sweep, console, dry_run=dry_run, build=build)
-        if not dry_run:
+        run_sweep(sweep, console, dry_run=dry_run, build=build, agent=agent)
+        if agent and not dry_run:
+            console.print(f"agent done; when every agent is: dualview report {sweep.sweep_dir}")
+        elif not dry_run:
             from dualview.report.sweep_report import report_sweep
 
             _print_files(report_sweep(sweep.sweep_dir))
         return
+    if agent:
+        raise DualviewError(f"--agent: {experiment} has no sweep: block")
     exp = load_experiment(experiment, overrides)
 
     def show_costs(estimates: list[Estimate]) -> None:

@@ -286,11 +286,16 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
             json.dumps({"models": configurations, "loss_logs": loss_logs}, indent=2),
         )
         benchmarks, folder = exp.evaluation.benchmarks, out / "eval"
+        precision = exp.evaluation.precision
         summaries = []
         if encoders:
-            summaries.append(evaluate(encoders, benchmarks, folder, settings))
+            summaries.append(evaluate(encoders, benchmarks, folder, settings, precision=precision))
         if rerankers:
-            summaries.append(evaluate(first_stage, benchmarks, folder, settings, rerank=rerank))
+            summaries.append(
+                evaluate(
+                    first_stage, benchmarks, folder, settings, precision=precision, rerank=rerank
+                )
+            )
         summary = Summary(models=[m for s in summaries for m in s.models], benchmarks=[])
         for part in summaries:  # one summary of every column, whichever call produced it
             summary.benchmarks = part.benchmarks
@@ -440,7 +445,7 @@ def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
     evaluation = Stage(
         "eval",
         eval_stage(exp, trained, bases),
-        params={"evaluation": exp.evaluation.model_dump(), "bases": bases},
+        params={"evaluation": exp.evaluation.key_params(), "bases": bases},
         inputs=_local_benchmark_inputs(exp.evaluation.benchmarks),
         after=list(trained.values()),
         description="evaluate base and trained models",

@@ -126,6 +126,16 @@ class EvaluationSpec(StrictModel):
     batch_size: int = Field(32, gt=0)
     query_template: str = "{query} {instruction}"
     rerank: RerankSpec = Field(default_factory=RerankSpec)
+    # auto: bf16/fp16 on a GPU, fp32 on CPU (`dualview.retrieval.inference.resolve_precision`)
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+
+    def key_params(self) -> dict[str, Any]:
+        """The stage-key form: ``precision`` only when set, so that keys from before the
+        field existed (all ``auto``) still match."""
+        params = self.model_dump()
+        if params["precision"] == "auto":
+            del params["precision"]
+        return params
 
     @field_validator("benchmarks")
     @classmethod

@@ -31,6 +31,10 @@ sweeps for the file and Hydra's multirun for the folders; docs/architecture/swee
   (``reuse_from``), not recomputed.
 - ``sweep.json`` in the sweep folder lists the arms and seeds; ``dualview report SWEEP_DIR``
   reports the whole sweep (`dualview.report.sweep_report`).
+- Several processes can work through one sweep at once as agents (W&B's ``wandb agent``):
+  ``dualview run FILE --agent`` in each. An agent skips every arm run whose folder another
+  live process holds and takes the next; the run folders' locks are the only coordination,
+  so agents may start at any time, on one machine or several sharing the folder.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualview.config import ConfigError, StrictModel, apply_overrides, read_yaml, validate_config
-from dualview.lock import folder_lock
+from dualview.lock import LOCK_FILE, LockedError, exclusive, folder_lock
 from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.runner import run_experiment
@@ -156,6 +160,9 @@ class Sweep:
             control=self.spec.control,
             arms=list(arms.values()),
         )
+
+
+MANIFEST_LOCK = ".sweep-manifest.lock"
 
 
 def set_key(data: dict[str, Any], key: str, value: Any) -> None:
@@ -326,21 +333,51 @@ def run_sweep(
     console: Console | None = None,
     dry_run: bool = False,
     build: Builder = build_pipeline,
+    agent: bool = False,
 ) -> dict[str, dict[str, Path]]:
     """Print the grid; unless ``dry_run``, write ``sweep.json`` and run every arm in order
-    (each resumable and cached by stage). Returns ``run folder -> stage -> folder``."""
+    (each resumable and cached by stage). Returns ``run folder -> stage -> folder``.
+
+    ``agent``: one of several processes working through the sweep. It takes no sweep-wide
+    lock and skips each arm run that another process holds (left out of the result).
+    """
     console = console or Console(stderr=True)
     console.print(grid_table(sweep, build))
     if dry_run:
         return {}
-    outputs: dict[str, dict[str, Path]] = {}
     sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
+    if agent:
+        _write_manifest_as_agent(sweep)
+        return _run_arms(sweep, console, build, agent=True)
     with folder_lock(sweep.sweep_dir):  # one sweep writer; each arm also locks its folder
         write_manifest(sweep.sweep_dir, sweep.manifest())
-        for i, run in enumerate(sweep.runs, 1):
-            seed = "" if run.seed is None else f", seed {run.seed}"
-            console.rule(f"arm {i}/{len(sweep.runs)}: {run.label or 'default'}{seed}")
+        return _run_arms(sweep, console, build, agent=False)
+
+
+def _write_manifest_as_agent(sweep: Sweep) -> None:
+    """Write ``sweep.json`` unless another agent is writing it (the same grid) right now."""
+    try:
+        with exclusive(sweep.sweep_dir / MANIFEST_LOCK, "sweep manifest"):
+            write_manifest(sweep.sweep_dir, sweep.manifest())
+    except LockedError:
+        pass
+
+
+def _run_arms(
+    sweep: Sweep, console: Console, build: Builder, agent: bool
+) -> dict[str, dict[str, Path]]:
+    outputs: dict[str, dict[str, Path]] = {}
+    for i, run in enumerate(sweep.runs, 1):
+        seed = "" if run.seed is None else f", seed {run.seed}"
+        name = f"arm {i}/{len(sweep.runs)}: {run.label or 'default'}{seed}"
+        console.rule(name)
+        try:
             outputs[str(run.run_dir)] = run_experiment(
                 run.experiment, console, reuse_from=_others(sweep, run), build=build
             )
+        except LockedError as exc:
+            held = exc.lock_path and exc.lock_path.resolve() == (run.run_dir / LOCK_FILE).resolve()
+            if not (agent and held):
+                raise
+            console.print(f"[yellow]{name} is run by another process: skipped[/]")
     return outputs
