@@ -3,6 +3,7 @@ in reports (seeds pooled by query, default pairs, table)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from scipy import stats
 
 from dualview.errors import DualviewError
+from dualview.report import ReportOptions, write_report
 from dualview.report.compare import compare_rows, default_pairs, parse_pair, significance_markdown
 from dualview.report.significance import (
     bootstrap_ci,
@@ -121,3 +123,35 @@ def test_default_pairs_and_bad_names() -> None:
         parse_pair("just-one")
     with pytest.raises(DualviewError, match="no configuration 'nope'"):
         compare_rows([_row("A", {"q": 1.0})], [("A", "nope")])
+
+
+def test_a_report_keeps_only_the_metrics_asked_for(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    values = {f"q{i}": float(v) for i, v in enumerate(rng.normal(0, 10, 30))}
+    rows = []
+    for name, shift in (("base", 0.0), ("Ins-orig", 1.0), ("Ins-DV", 9.0)):
+        row = _row(name, {q: v + shift for q, v in values.items()})
+        row.metrics["phenomena p-MRR"] = row.metrics["paired p-MRR"] - 1
+        row.query_values["phenomena p-MRR"] = {
+            q: [v - 1] for q, [v] in row.query_values["paired p-MRR"].items()
+        }
+        row.metrics["beir nDCG@10"] = 50.0
+        rows.append(row)
+    full = write_report(rows, tmp_path / "all", "t", ReportOptions(n_resamples=200))
+    kept = write_report(
+        rows, tmp_path / "some", "t", ReportOptions(n_resamples=200, metrics=["phenomena"])
+    )
+
+    def significance(files) -> list[dict]:
+        return json.loads(files.significance.read_text())
+
+    assert {c["metric"] for c in significance(full)} == {"paired p-MRR", "phenomena p-MRR"}
+    assert {c["metric"] for c in significance(kept)} == {"phenomena p-MRR"}
+    header = kept.csv.read_text().splitlines()[0]
+    assert "phenomena p-MRR" in header and "paired" not in header and "beir" not in header
+    # Holm runs per metric: the kept metric's corrected p-values do not change
+    holm = [
+        [c["p_holm"] for c in significance(f) if c["metric"] == "phenomena p-MRR"]
+        for f in (kept, full)
+    ]
+    assert holm[0] == holm[1]

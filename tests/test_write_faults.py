@@ -103,3 +103,11 @@ def test_the_cli_reports_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys) 
         == f"error: {out}: write: no space left on the device; the previous file is unchanged"
     )
     assert out.read_text() == "previous\n"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_an_atomic_write_gets_the_usual_permissions(umask, tmp_path, monkeypatch) -> None:
+    # mkstemp creates 0600 files: without a chmod every report and record would be private
+    monkeypatch.setattr(atomic, "_UMASK", umask)
+    atomic_write_text(tmp_path / "out.txt", "x\n")
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -144,6 +144,14 @@ def report(
     resamples: Annotated[
         int, typer.Option(min=100, help="Randomization and bootstrap resamples.")
     ] = 10_000,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            help="Comma-separated metric name prefixes to keep in the tables, comparisons "
+            "and figures (e.g. 'paired p-MRR,phenomena'; default: every metric).",
+        ),
+    ] = None,
     review: Annotated[
         list[Path] | None,
         typer.Option(
@@ -165,6 +173,7 @@ def report(
         error_pairs=_pairs_option(flips),
         n_resamples=resamples,
         sections=report_sections(review, run_dirs),
+        metrics=[m.strip() for m in (metrics or "").split(",") if m.strip()],
     )
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
         files = report_sweep(run_dirs[0], out, options)

@@ -28,6 +28,10 @@ class JsonRow(Protocol):
 
 Row = dict[str, Any] | JsonRow
 
+# The process's file-creation mask, read once (reading it means setting it).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 def dump_row(obj: Row) -> str:
     """One JSONL line (with its newline) of a dict or a row object."""
@@ -59,6 +63,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
             stale.unlink(missing_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would make every output private
         os.close(fd)
     except OSError as exc:
         raise write_error(path, exc) from None

@@ -25,7 +25,7 @@ from dualview.report.plots import (
     metric_bars,
     pmrr_distributions,
 )
-from dualview.report.table import ConfigResult, to_csv, to_markdown
+from dualview.report.table import ConfigResult, keep_metrics, to_csv, to_markdown
 
 __all__ = ["ConfigResult", "ReportFiles", "ReportOptions", "write_report"]
 
@@ -48,6 +48,9 @@ class ReportOptions:
     trained arm against ``Ins-orig``, when there is one).
     ``sections``: extra ``(heading, markdown)`` sections appended as given (e.g. a human
     review summary).
+    ``metrics``: metric name prefixes to keep (``["paired p-MRR", "phenomena"]``); the
+    tables, comparisons and figures show only those metrics (empty: all). Holm's correction
+    runs over each metric's comparisons, so it does not change with this choice.
     """
 
     comparisons: Sequence[tuple[str, str]] | None = None
@@ -56,6 +59,7 @@ class ReportOptions:
     seed: int = 0
     flip_limit: int = 10
     sections: list[tuple[str, str]] = field(default_factory=list)
+    metrics: Sequence[str] = ()
 
 
 def write_report(
@@ -67,6 +71,7 @@ def write_report(
     """Write ``report.md``, ``report.csv``, ``significance.csv``/``.json`` and the PNG plots
     into ``out_dir``."""
     options = options or ReportOptions()
+    rows = [keep_metrics(row, options.metrics) for row in rows]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = to_markdown(rows, title=title)

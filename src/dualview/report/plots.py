@@ -3,6 +3,7 @@ p-MRR distributions, loss curves."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,20 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """Write ``fig`` as a 256-colour PNG, atomically: a plot has few colours, and the palette
+    makes the file about 3x smaller than matplotlib's RGBA output at no visible cost."""
+    from PIL import Image  # matplotlib's own dependency
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=120, format="png")
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    with atomic_path(path) as tmp:
+        palette.save(tmp, format="png", optimize=True)
 
 
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
@@ -116,8 +131,7 @@ def difference_plot(comparisons: list[PairedComparison], path: Path) -> Path | N
         f"Paired differences, 95% bootstrap CI; filled and * = p < 0.05{holm}", fontsize=10
     )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig_height))  # keep the suptitle clear
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return path
 
@@ -153,8 +167,7 @@ def metric_bars(rows: list[ConfigResult], path: Path) -> Path | None:
     over = f"; mean ± sd over {runs} runs" if runs > 1 else ""
     fig.suptitle(f"Metrics per configuration (higher is better{over})")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return path
 
@@ -180,8 +193,7 @@ def pmrr_distributions(rows: list[ConfigResult], path: Path) -> Path | None:
     for ax in list(axes.flat)[len(benchmarks) :]:
         ax.axis("off")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return path
 
@@ -212,7 +224,6 @@ def loss_curves(rows: list[ConfigResult], path: Path, smooth: int = 10) -> Path 
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
+    save_png(fig, path)
     plt.close(fig)
     return path

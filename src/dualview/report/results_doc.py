@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
-from dualview.report.table import ConfigResult, markdown_table, rows_from_csv
+from dualview.report.table import keep_metrics, markdown_table, metric_kept, rows_from_csv
 
 BLOCK = re.compile(
     r"<!-- table: (?P<source>[^\s;]+)(?:; (?P<only>[^\n]*?))? -->\n(?P<body>.*?)<!-- end table -->",
@@ -60,16 +60,6 @@ def _only(text: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (text or "").split(",") if item.strip())
 
 
-def _kept(metric: str, only: tuple[str, ...]) -> bool:
-    return not only or any(metric.startswith(prefix) for prefix in only)
-
-
-def _keep_columns(row: ConfigResult, only: tuple[str, ...]) -> ConfigResult:
-    metrics = {k: v for k, v in row.metrics.items() if _kept(k, only)}
-    spread = {k: v for k, v in row.spread.items() if _kept(k, only)}
-    return replace(row, metrics=metrics, spread=spread)
-
-
 def render(source: Path, only: tuple[str, ...] = ()) -> str:
     """The Markdown table a report file renders to (``only``: metric name prefixes kept)."""
     if not source.is_file():
@@ -77,7 +67,7 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
     text = source.read_text(encoding="utf-8")
     if source.name.endswith(".csv"):
         try:
-            return markdown_table([_keep_columns(row, only) for row in rows_from_csv(text)])
+            return markdown_table([keep_metrics(row, only) for row in rows_from_csv(text)])
         except ValueError as exc:
             raise DataError(source, 1, "configuration", str(exc)) from None
     if source.name.endswith(".json"):
@@ -86,7 +76,7 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
         except json.JSONDecodeError as exc:
             raise DataError(source, exc.lineno, "json", exc.msg) from None
         comparisons = [PairedComparison.from_dict(item) for item in items]
-        return significance_table([c for c in comparisons if _kept(c.metric, only)])
+        return significance_table([c for c in comparisons if metric_kept(c.metric, only)])
     raise DataError(source, None, "table", "expected a report .csv or a significance .json")
 
 

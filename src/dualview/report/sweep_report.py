@@ -194,6 +194,7 @@ def report_sweep(
         seed=options.seed,
         flip_limit=options.flip_limit,
         sections=[_setup_section(manifest, missing), *options.sections],
+        metrics=options.metrics,
     )
     out = Path(out_dir) if out_dir is not None else folder / "report"
     return write_report(rows, out, title=f"sweep {manifest.name}", options=resolved)

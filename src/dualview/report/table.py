@@ -12,7 +12,8 @@ import csv
 import io
 import math
 import statistics
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 PAPER_COLUMNS = (
     "FollowIR p-MRR",
@@ -39,6 +40,26 @@ class ConfigResult:
     query_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     # Paired benchmarks' data files by benchmark label (error analysis reads the texts).
     sources: dict[str, list[str]] = field(default_factory=dict)
+
+
+def metric_kept(metric: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``metric`` starts with one of ``prefixes`` (no prefixes: every metric)."""
+    return not prefixes or any(metric.startswith(prefix) for prefix in prefixes)
+
+
+def keep_metrics(row: ConfigResult, prefixes: Sequence[str]) -> ConfigResult:
+    """``row`` with only the metric columns `metric_kept` keeps (values, spreads and the
+    per-query values behind the significance tests)."""
+
+    def kept(mapping: dict) -> dict:
+        return {k: v for k, v in mapping.items() if metric_kept(k, prefixes)}
+
+    return replace(
+        row,
+        metrics=kept(row.metrics),
+        spread=kept(row.spread),
+        query_values=kept(row.query_values),
+    )
 
 
 def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
