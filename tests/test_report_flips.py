@@ -114,3 +114,14 @@ def test_query_texts_from_several_sets(tmp_path: Path) -> None:
     pairs.write_text(pairs.read_text().replace("gold-law-001", "gold-sport-009"))
     texts = read_query_texts([*first, *second])
     assert {t.domain for t in texts.values()} == {"law", "food", "sport"}
+
+
+def test_the_error_analysis_stays_when_its_metric_is_not_shown(tmp_path: Path) -> None:
+    files = _bench(tmp_path / "bench")
+    _eval_json(tmp_path / "eval" / "a", files, ARM_A)
+    _eval_json(tmp_path / "eval" / "b", files, ARM_B)
+    rows = collect_rows(tmp_path / "eval", {"A": "a", "B": "b"})
+    options = ReportOptions(error_pairs=[("A", "B")], n_resamples=200, metrics=["paired p-MRR"])
+    md = write_report(rows, tmp_path / "report", "t", options).markdown.read_text()
+    assert "### Error analysis: A vs B on paired" in md
+    assert "pairwise accuracy |" not in md.split("### Error analysis")[0]  # not in the tables

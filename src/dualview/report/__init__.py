@@ -50,7 +50,8 @@ class ReportOptions:
     review summary).
     ``metrics``: metric name prefixes to keep (``["paired p-MRR", "phenomena"]``); the
     tables, comparisons and figures show only those metrics (empty: all). Holm's correction
-    runs over each metric's comparisons, so it does not change with this choice.
+    runs over each metric's comparisons, so it does not change with this choice; the error
+    analysis still reads every metric it needs.
     """
 
     comparisons: Sequence[tuple[str, str]] | None = None
@@ -71,7 +72,7 @@ def write_report(
     """Write ``report.md``, ``report.csv``, ``significance.csv``/``.json`` and the PNG plots
     into ``out_dir``."""
     options = options or ReportOptions()
-    rows = [keep_metrics(row, options.metrics) for row in rows]
+    every_metric, rows = rows, [keep_metrics(row, options.metrics) for row in rows]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = to_markdown(rows, title=title)
@@ -96,7 +97,8 @@ def write_report(
         error_pairs = [p for p in default_pairs([r.name for r in rows]) if not is_base(p[1])]
     check_pairs(error_pairs, [r.name for r in rows])
     if error_pairs:
-        markdown += "\n" + error_analysis(rows, error_pairs, options.flip_limit)
+        # the flips read each query's pairwise accuracy, shown or not
+        markdown += "\n" + error_analysis(every_metric, error_pairs, options.flip_limit)
     for heading, text in options.sections:
         markdown += f"\n### {heading}\n\n{text.rstrip()}\n"
     if made:
