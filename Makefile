@@ -70,7 +70,7 @@ browser:
 # Regenerate the tables of docs/results.md from the report files under docs/results/
 # (tests/test_results_doc.py fails while one differs).
 results-tables: $(STAMP)
-	$(BIN)/python -m dualview.report.results_doc docs/results.md --write
+	$(BIN)/python -m dualview.docgen.results_doc docs/results.md --write
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d .cache/site

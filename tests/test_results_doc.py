@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from dualview.docgen.results_doc import main, render, stale_tables, table_blocks, write_tables
 from dualview.errors import DataError
 from dualview.report.compare import significance_table
-from dualview.report.results_doc import main, render, stale_tables, table_blocks, write_tables
 from dualview.report.significance import PairedComparison
 from dualview.report.table import ConfigResult, markdown_table, to_csv
+from dualview.review.stats import markdown as review_markdown
+from dualview.review.stats import summarize
+from dualview.synth.bench import markdown_table as bench_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
@@ -86,8 +89,9 @@ def test_a_missing_or_foreign_source_names_the_file(tmp_path: Path) -> None:
 
 def test_every_generated_table_in_docs_results_matches_its_committed_file() -> None:
     blocks = table_blocks(RESULTS)
+    committed = (ROOT / "docs", ROOT / "benchmarks" / "results")
     for block in blocks:
-        assert block.source.resolve().is_relative_to(ROOT / "docs" / "results"), block.source
+        assert any(block.source.resolve().is_relative_to(c) for c in committed), block.source
     stale = stale_tables(RESULTS)
     assert not stale, [f"{RESULTS}:{b.line} differs from {b.source}" for b in stale]
 
@@ -104,3 +108,23 @@ def test_a_block_can_keep_only_some_metrics(tmp_path: Path) -> None:
     assert "| configuration | gold nDCG@10 |\n" in text and "21.02" not in text
     assert "<!-- table: results/exp/report.csv; gold nDCG -->" in text  # marker kept
     assert "+5.20 *" in text and "-0.20 |" not in text
+
+
+def test_bench_synth_and_review_files_render_with_their_tools_tables(tmp_path: Path) -> None:
+    bench = json.loads((ROOT / "benchmarks" / "results" / "bench_synth_local.json").read_text())
+    (tmp_path / "bench.json").write_text(json.dumps(bench), encoding="utf-8")
+    assert render(tmp_path / "bench.json") == bench_markdown(bench).rstrip() + "\n"
+    assert "| shots | records | parse rate |" in render(tmp_path / "bench.json")
+    verdicts = [
+        {"item": f"i{k}", "verdict": "valid" if k % 3 else "invalid", "reviewer": "r1",
+         "stratum": "food", "judge": "valid"}
+        for k in range(6)
+    ]  # fmt: skip
+    stats = summarize(verdicts)
+    (tmp_path / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    assert render(tmp_path / "stats.json") == review_markdown(stats).rstrip() + "\n"
+    with pytest.raises(DataError, match="report tables only"):
+        render(tmp_path / "bench.json", ("paired",))
+    (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"other\.json.*not a result file"):
+        render(tmp_path / "other.json")

@@ -17,13 +17,19 @@ Its suffix says how the table is rendered:
 - ``report.csv`` (what ``dualview report`` writes): the results table, mean ± sd and the
   best value of each column in bold (`dualview.report.table.markdown_table`);
 - ``significance.json``: the paired-significance table
-  (`dualview.report.compare.significance_table`).
+  (`dualview.report.compare.significance_table`);
+- the ``bench.json`` of ``dualview bench-synth``: its tables (`dualview.synth.bench`);
+- the ``--json`` file of ``dualview review stats``: the review statistics
+  (`dualview.review.stats.markdown`).
+
+A JSON file is told by its content (a list of comparisons, or the keys of one of the two
+tools' objects); any other file is an error naming it.
 
 `stale_tables` lists the blocks whose text differs from what their file renders (the test
 of ``docs/results.md`` fails on any); `write_tables` rewrites them. From the shell::
 
-    python -m dualview.report.results_doc docs/results.md           # check, exit 1 if stale
-    python -m dualview.report.results_doc docs/results.md --write   # regenerate the tables
+    python -m dualview.docgen.results_doc docs/results.md           # check, exit 1 if stale
+    python -m dualview.docgen.results_doc docs/results.md --write   # regenerate the tables
 """
 
 from __future__ import annotations
@@ -31,14 +37,18 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
 from dualview.report.table import keep_metrics, markdown_table, metric_kept, rows_from_csv
+from dualview.review.stats import markdown as review_markdown
+from dualview.synth.bench import markdown_table as bench_markdown
 
 BLOCK = re.compile(
     r"<!-- table: (?P<source>[^\s;]+)(?:; (?P<only>[^\n]*?))? -->\n(?P<body>.*?)<!-- end table -->",
@@ -61,7 +71,8 @@ def _only(text: str | None) -> tuple[str, ...]:
 
 
 def render(source: Path, only: tuple[str, ...] = ()) -> str:
-    """The Markdown table a report file renders to (``only``: metric name prefixes kept)."""
+    """The Markdown a result file renders to (``only``: metric name prefixes kept, for a
+    report table or a significance table)."""
     if not source.is_file():
         raise DataError(source, None, "table", "the report file does not exist")
     text = source.read_text(encoding="utf-8")
@@ -70,14 +81,38 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
             return markdown_table([keep_metrics(row, only) for row in rows_from_csv(text)])
         except ValueError as exc:
             raise DataError(source, 1, "configuration", str(exc)) from None
-    if source.name.endswith(".json"):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(source, exc.lineno, "json", exc.msg) from None
-        comparisons = [PairedComparison.from_dict(item) for item in items]
+    if not source.name.endswith(".json"):
+        raise DataError(source, None, "table", f"expected a .csv or a .json file; {KINDS}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(source, exc.lineno, "json", exc.msg) from None
+    if isinstance(data, list):  # a report's significance.json
+        comparisons = [PairedComparison.from_dict(item) for item in data]
         return significance_table([c for c in comparisons if metric_kept(c.metric, only)])
-    raise DataError(source, None, "table", "expected a report .csv or a significance .json")
+    kind = _json_kind(data)
+    if kind is None:
+        raise DataError(source, 1, "json", f"not a result file this tool renders; {KINDS}")
+    if only:
+        raise DataError(source, None, "table", "a metric filter applies to report tables only")
+    return kind(data).rstrip() + "\n"
+
+
+KINDS = (
+    "renders a report's report.csv or significance.json, a bench-synth bench.json or a "
+    "`dualview review stats --json` file"
+)
+
+
+def _json_kind(data: object) -> Callable[[dict[str, Any]], str] | None:
+    """The renderer of a JSON object written by one of the tools, told by its keys."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("benchmark") == "bench-synth":
+        return bench_markdown
+    if {"verdicts", "accuracy", "failure_modes"} <= data.keys():
+        return review_markdown
+    return None
 
 
 def table_blocks(document: Path) -> list[TableBlock]:
@@ -121,7 +156,7 @@ def write_tables(document: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0].startswith("-"):
-        print("usage: python -m dualview.report.results_doc DOCUMENT.md [--write]")
+        print("usage: python -m dualview.docgen.results_doc DOCUMENT.md [--write]")
         return 2
     document = Path(args[0])
     if "--write" in args[1:]:
