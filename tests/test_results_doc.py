@@ -128,3 +128,22 @@ def test_bench_synth_and_review_files_render_with_their_tools_tables(tmp_path: P
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
     with pytest.raises(DataError, match=r"other\.json.*not a result file"):
         render(tmp_path / "other.json")
+
+
+def test_an_llm_jobs_stats_file_renders_its_funnel(tmp_path: Path) -> None:
+    stats = {
+        "task": "seed", "model": "m", "units": 10, "records_out": 3, "llm_calls": 10,
+        "outcomes": {"ok": 3, "impossible": 1, "rejected": 6, "skipped": 0, "error": 0},
+        "rejections": {"echoes_prompt": 4, "malformed": 2},
+        "tokens_in": 1200, "tokens_out": 300, "latency_s": {"p50": 1.5, "p95": 3.25},
+    }  # fmt: skip
+    (tmp_path / "seed.stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    table = render(tmp_path / "seed.stats.json")
+    assert "| rejections by reason | echoes_prompt 4, malformed 2 |" in table
+    assert (
+        "| records out | 3 |" in table
+        and "| latency per call, p50 / p95 (s) | 1.50 / 3.25 |" in table
+    )
+    del stats["rejections"]  # a file written before the field
+    (tmp_path / "old.stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    assert "not recorded" in render(tmp_path / "old.stats.json")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import types
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,12 @@ from dualview.errors import DualviewError
 from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, BackendError, Completion, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend, backoff_delay, parse_retry_after
+from dualview.synth.job_stats import stats_markdown
 from dualview.synth.jobs import TASKS
 from dualview.synth.limits import Limits
 from dualview.synth.merge import merge_shards
 from dualview.synth.reverse import ReverseConfig, ReverseTask, choose_n_star
-from dualview.synth.runner import Runner, RunnerConfig, Shard
+from dualview.synth.runner import Runner, RunnerConfig, Shard, reason_code
 from dualview.synth.task import Outcome
 from dualview.synth.testing import StubReply, StubServer, prompt_of
 from dualview.synth.verify import VerifyTask
@@ -142,6 +144,12 @@ def test_verify_keeps_only_units_whose_intended_passages_win(tmp_path: Path) -> 
     dropped = lines(tmp_path / "kept.jsonl.dropped.jsonl")
     assert sum("judge picked a" in d["reason"] for d in dropped) == 3
     assert sum("unparsable" in d["reason"] for d in dropped) == 2
+    # the stats count the rejections by reason code, as the dropped file lists them
+    codes = Counter(reason_code(d["reason"]) for d in dropped if d["status"] == "rejected")
+    assert stats["rejections"] == dict(codes) and sum(codes.values()) == 5
+    table = stats_markdown(stats)
+    assert "| rejected by the parser | 5 |" in table and "| records out | 5 |" in table
+    assert all(f"{code} {n}" in table for code, n in codes.items())
     assert [r["id"] for r in lines(tmp_path / "kept.jsonl")] == [f"f{i}-dv" for i in range(5)]
 
 

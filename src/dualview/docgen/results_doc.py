@@ -20,7 +20,9 @@ Its suffix says how the table is rendered:
   (`dualview.report.compare.significance_table`);
 - the ``bench.json`` of ``dualview bench-synth``: its tables (`dualview.synth.bench`);
 - the ``--json`` file of ``dualview review stats``: the review statistics
-  (`dualview.review.stats.markdown`).
+  (`dualview.review.stats.markdown`);
+- an LLM job's ``OUT.stats.json`` (seed, synth, verify, poison): what came through and why
+  the rest was dropped (`dualview.synth.job_stats`).
 
 A JSON file is told by its content (a list of comparisons, or the keys of one of the two
 tools' objects); any other file is an error naming it.
@@ -49,6 +51,7 @@ from dualview.report.significance import PairedComparison
 from dualview.report.table import keep_metrics, markdown_table, metric_kept, rows_from_csv
 from dualview.review.stats import markdown as review_markdown
 from dualview.synth.bench import markdown_table as bench_markdown
+from dualview.synth.job_stats import is_job_stats, stats_markdown
 
 BLOCK = re.compile(
     r"<!-- table: (?P<source>[^\s;]+)(?:; (?P<only>[^\n]*?))? -->\n(?P<body>.*?)<!-- end table -->",
@@ -99,8 +102,8 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
 
 
 KINDS = (
-    "renders a report's report.csv or significance.json, a bench-synth bench.json or a "
-    "`dualview review stats --json` file"
+    "renders a report's report.csv or significance.json, a bench-synth bench.json, a "
+    "`dualview review stats --json` file or an LLM job's OUT.stats.json"
 )
 
 
@@ -112,6 +115,8 @@ def _json_kind(data: object) -> Callable[[dict[str, Any]], str] | None:
         return bench_markdown
     if {"verdicts", "accuracy", "failure_modes"} <= data.keys():
         return review_markdown
+    if is_job_stats(data):
+        return stats_markdown
     return None
 
 

@@ -45,7 +45,7 @@ from dualview.io.atomic import atomic_write_text, write_jsonl
 from dualview.io.files import iter_json_lines
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
-from dualview.synth.runner import RunnerConfig, make_runner, side_path
+from dualview.synth.runner import RunnerConfig, make_runner, reason_code, side_path
 from dualview.synth.task import LLM, Outcome, Task, one_per_record, truncate
 from dualview.synth.verify import VerifyConfig, VerifyTask
 
@@ -188,7 +188,7 @@ def rejection_reasons(out: Path) -> Counter[str]:
     dropped = side_path(out, "dropped.jsonl")
     for _, row in iter_json_lines(dropped) if dropped.exists() else []:
         if row.get("status") == "rejected":
-            reasons[str(row.get("reason", "")).split(":")[0]] += 1
+            reasons[reason_code(row.get("reason"))] += 1
     return reasons
 
 

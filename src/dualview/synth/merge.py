@@ -82,9 +82,11 @@ def _combine(all_stats: list[dict[str, Any]]) -> dict[str, Any]:
     first = all_stats[0]
     outcomes: Counter[str] = Counter()
     counts: Counter[str] = Counter()
+    rejections: Counter[str] = Counter()
     for stats in all_stats:
         outcomes.update(stats["outcomes"])
         counts.update(stats["counts"])
+        rejections.update(stats.get("rejections", {}))  # absent in stats before the field
     costs = [s["cost_usd"] for s in all_stats if s["cost_usd"] is not None]
     return {
         "task": first["task"],
@@ -97,6 +99,7 @@ def _combine(all_stats: list[dict[str, Any]]) -> dict[str, Any]:
         "complete": True,
         "outcomes": dict(outcomes),
         "records_out": sum(s["records_out"] for s in all_stats),
+        "rejections": dict(rejections.most_common()),
         "llm_calls": sum(s["llm_calls"] for s in all_stats),
         "tokens_in": sum(s["tokens_in"] for s in all_stats),
         "tokens_out": sum(s["tokens_out"] for s in all_stats),

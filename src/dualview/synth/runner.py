@@ -212,6 +212,7 @@ class Runner:
     ) -> dict[str, Any]:
         outcomes: Counter[str] = Counter()
         counts: Counter[str] = Counter()
+        rejections: Counter[str] = Counter()
         latencies: list[float] = []
         tokens_in = tokens_out = 0
         with (
@@ -229,12 +230,15 @@ class Runner:
                     kept.write(record)
                 if outcome.status != "ok":
                     dropped.write(_dropped_line(unit, outcome))
+                if outcome.status == "rejected":
+                    rejections[reason_code(outcome.reason)] += 1
         return {
             "units": hi - lo,
             "complete": outcomes["error"] == 0,
             "outcomes": {s: outcomes[s] for s in STATUSES},
             "records_out": kept.count,
             "dropped": dropped.count,
+            "rejections": dict(rejections.most_common()),
             "llm_calls": len(latencies),
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
@@ -253,6 +257,12 @@ class Runner:
         if price_in is None and price_out is None:
             return None
         return round((tokens_in * (price_in or 0) + tokens_out * (price_out or 0)) / 1e6, 6)
+
+
+def reason_code(reason: object) -> str:
+    """The code of a rejection reason (``"same_as_original: ratio 0.93"`` ->
+    ``"same_as_original"``): what stats and reports count."""
+    return str(reason or "").split(":")[0]
 
 
 def make_runner(
