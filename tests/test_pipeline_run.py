@@ -104,6 +104,8 @@ def test_run_killed_in_training_resumes_without_redoing_synthesis(tmp_path):
         assert read_done(synth_dir) == synth_done
     (train_dir,) = run_dir.glob("train-Ins-orig-*")
     assert read_done(train_dir)["resumed"] is True
+    # a finished stage keeps its model, not the checkpoints it resumed from
+    assert (train_dir / "model").is_dir() and not (train_dir / "checkpoints").exists()
     (mix_dir,) = run_dir.glob("mix-Ins-DV-*")
     manifest = json.loads((mix_dir / "train.jsonl.manifest.json").read_text())
     assert manifest["counts"]["orig"] == manifest["counts"]["dv"] == 4
