@@ -44,13 +44,28 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
+def _stop_training_after_its_first_checkpoint(path: Path, tmp_path: Path) -> Path:
+    """Run the experiment and SIGKILL it as its training starts the second checkpoint: the
+    stage is left partial, its step-1 checkpoint complete (a finished stage keeps none).
+    The kill point is counted from a logged run of the same experiment."""
+    scope = {"DUALVIEW_FAULT_SCOPE": "train-Ins-orig"}
+    log = tmp_path / "fault.log"
+    counted = run_cli("run", str(path), env={**scope, "DUALVIEW_FAULT_LOG": str(log)})
+    assert counted.returncode == 0, counted.stderr[-3000:]
+    labels = [line.split("\t")[1] for line in log.read_text().splitlines()]
+    second = [i for i, label in enumerate(labels, 1) if label == "checkpoint rng"][1]
+    shutil.rmtree(tmp_path / "run")
+    killed = run_cli("run", str(path), env={**scope, "DUALVIEW_FAULT_KILL_AT": str(second)})
+    assert killed.returncode != 0
+    (train_dir,) = (tmp_path / "run").glob("train-Ins-orig-*")
+    assert not (train_dir / DONE_FILE).exists()
+    return train_dir
+
+
 def _as_if_an_older_version_stopped_at_step_1(train_dir: Path) -> None:
-    """Unfinish the stage at its step-1 checkpoint, whose config snapshot lacks a key that
-    this version resolves with a default (``optim.head_lr``), as an older dualview wrote it."""
-    (train_dir / DONE_FILE).unlink()
-    first, *later = sorted((train_dir / "checkpoints").glob("step-*"))
-    for checkpoint in later:
-        shutil.rmtree(checkpoint)
+    """The partial stage's step-1 checkpoint as an older dualview wrote it: its config
+    snapshot lacks a key that this version resolves with a default (``optim.head_lr``)."""
+    (first,) = sorted((train_dir / "checkpoints").glob("step-*[0-9]"))
     snapshot_path = first / SNAPSHOT_FILE
     snapshot = json.loads(snapshot_path.read_text())
     del snapshot["config"]["optim"]["head_lr"]
@@ -60,9 +75,7 @@ def _as_if_an_older_version_stopped_at_step_1(train_dir: Path) -> None:
 @pytest.mark.slow
 def test_run_resumes_under_a_changed_training_config_only_when_allowed(tmp_path):
     path = _experiment(tmp_path)
-    first = run_cli("run", str(path))
-    assert first.returncode == 0, first.stderr[-3000:]
-    (train_dir,) = (tmp_path / "run").glob("train-Ins-orig-*")
+    train_dir = _stop_training_after_its_first_checkpoint(path, tmp_path)
     _as_if_an_older_version_stopped_at_step_1(train_dir)
 
     refused = run_cli("run", str(path))
