@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,22 @@ def test_an_llm_jobs_stats_file_renders_its_funnel(tmp_path: Path) -> None:
     del stats["rejections"]  # a file written before the field
     (tmp_path / "old.stats.json").write_text(json.dumps(stats), encoding="utf-8")
     assert "not recorded" in render(tmp_path / "old.stats.json")
+
+
+def test_a_folder_of_eval_results_renders_a_row_per_file(tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    committed = ROOT / "docs" / "results" / "interaction-gold" / "reference"
+    for name in ("base-query-only.paired.json", "cross-attention-step0.paired.json"):
+        shutil.copy(committed / name, reference / name)
+    table = render(reference, ("paired p-MRR", "paired pairwise"))
+    assert table.splitlines()[0] == "| configuration | paired pairwise accuracy | paired p-MRR |"
+    assert "| base-query-only | **47.37** | **0.00** |" in table  # instruction-blind: p-MRR 0
+    assert "| cross-attention-step0 | 46.93 | -0.07 |" in table
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no evaluation"):
+        render(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "x.paired.json").write_text('{"a": 1}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"x\.paired\.json.*not a dualview eval result"):
+        render(tmp_path / "bad")

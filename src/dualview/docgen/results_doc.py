@@ -22,7 +22,9 @@ Its suffix says how the table is rendered:
 - the ``--json`` file of ``dualview review stats``: the review statistics
   (`dualview.review.stats.markdown`);
 - an LLM job's ``OUT.stats.json`` (seed, synth, verify, poison): what came through and why
-  the rest was dropped (`dualview.synth.job_stats`).
+  the rest was dropped (`dualview.synth.job_stats`);
+- a folder (the path ends in ``/``) of ``dualview eval`` result files: a results table, a row
+  per file (`dualview.report.collect.eval_file_row`).
 
 A JSON file is told by its content (a list of comparisons, or the keys of one of the two
 tools' objects); any other file is an error naming it.
@@ -46,6 +48,7 @@ from typing import Any
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
+from dualview.report.collect import eval_file_row
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
 from dualview.report.table import keep_metrics, markdown_table, metric_kept, rows_from_csv
@@ -76,6 +79,8 @@ def _only(text: str | None) -> tuple[str, ...]:
 def render(source: Path, only: tuple[str, ...] = ()) -> str:
     """The Markdown a result file renders to (``only``: metric name prefixes kept, for a
     report table or a significance table)."""
+    if source.is_dir():
+        return _eval_folder_table(source, only)
     if not source.is_file():
         raise DataError(source, None, "table", "the report file does not exist")
     text = source.read_text(encoding="utf-8")
@@ -101,9 +106,20 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
     return kind(data).rstrip() + "\n"
 
 
+def _eval_folder_table(folder: Path, only: tuple[str, ...]) -> str:
+    """A folder of `dualview eval` result files: a row per file, named by the file name up
+    to its first dot (``base-query-only.paired.json`` -> ``base-query-only``)."""
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise DataError(folder, None, "table", "the folder holds no evaluation .json files")
+    rows = [eval_file_row(f.name.split(".")[0], f) for f in files]
+    return markdown_table([keep_metrics(row, only) for row in rows])
+
+
 KINDS = (
     "renders a report's report.csv or significance.json, a bench-synth bench.json, a "
-    "`dualview review stats --json` file or an LLM job's OUT.stats.json"
+    "`dualview review stats --json` file, an LLM job's OUT.stats.json, or a folder of "
+    "`dualview eval` result files"
 )
 
 

@@ -109,6 +109,14 @@ def _add_result(row: ConfigResult, path: Path) -> None:
         raise DataError(path, None, "json", f"not a dualview eval result ({exc!r})") from None
 
 
+def eval_file_row(name: str, path: Path) -> ConfigResult:
+    """A row named ``name`` from one evaluation JSON of ``dualview eval`` (its columns, as a
+    report shows them)."""
+    row = ConfigResult(name)
+    _add_result(row, path)
+    return row
+
+
 def collect_rows(
     eval_dir: str | Path,
     configurations: dict[str, str],
