@@ -1,4 +1,4 @@
-"""Tables in a Markdown document that are generated from committed report files.
+"""Tables in a Markdown document that are generated from committed result files.
 
 A generated table sits between two HTML comments that name its source::
 
@@ -12,7 +12,7 @@ significance table), for a report too wide for the page::
 
     <!-- table: results/gold-cpu/significance.json; paired p-MRR, phenomena p-MRR -->
 
-Its suffix says how the table is rendered:
+The source says how the table is rendered:
 
 - ``report.csv`` (what ``dualview report`` writes): the results table, mean ± sd and the
   best value of each column in bold (`dualview.report.table.markdown_table`);
@@ -26,7 +26,7 @@ Its suffix says how the table is rendered:
 - a folder (the path ends in ``/``) of ``dualview eval`` result files: a results table, a row
   per file (`dualview.report.collect.eval_file_row`).
 
-A JSON file is told by its content (a list of comparisons, or the keys of one of the two
+A JSON file is told by its content (a list of comparisons, or the keys of one of the
 tools' objects); any other file is an error naming it.
 
 `stale_tables` lists the blocks whose text differs from what their file renders (the test
@@ -100,7 +100,7 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
         return significance_table([c for c in comparisons if metric_kept(c.metric, only)])
     kind = _json_kind(data)
     if kind is None:
-        raise DataError(source, 1, "json", f"not a result file this tool renders; {KINDS}")
+        raise DataError(source, 1, "json", f"not a result file of a known kind; {KINDS}")
     if only:
         raise DataError(source, None, "table", "a metric filter applies to report tables only")
     return kind(data).rstrip() + "\n"
@@ -117,7 +117,7 @@ def _eval_folder_table(folder: Path, only: tuple[str, ...]) -> str:
 
 
 KINDS = (
-    "renders a report's report.csv or significance.json, a bench-synth bench.json, a "
+    "this tool renders a report's report.csv or significance.json, a bench-synth bench.json, a "
     "`dualview review stats --json` file, an LLM job's OUT.stats.json, or a folder of "
     "`dualview eval` result files"
 )
