@@ -24,6 +24,21 @@ def progress_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("DUALVIEW_NO_PROGRESS")
 
 
+def quiet_library_bars() -> None:
+    """Keep Hugging Face's own bars (downloads, "Loading weights") out of logs.
+
+    The CLI calls this when `progress_enabled` is false. transformers reads
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` once, when it is imported, and the CLI's commands import
+    it before any code runs, so the switch is flipped on both libraries too.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+
+
 def make_progress() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),

@@ -6,7 +6,6 @@ Every command parses arguments, loads its config and calls the library; user-fac
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -22,7 +21,7 @@ from dualview.cli import run as run_cli
 from dualview.cli import synth as synth_cli
 from dualview.cli import train as train_cli
 from dualview.errors import DualviewError, input_error
-from dualview.progress import progress_enabled
+from dualview.progress import progress_enabled, quiet_library_bars
 
 app = typer.Typer(
     name="dualview",
@@ -70,8 +69,7 @@ train_cli.register(app)
 def main() -> None:
     """Console-script entry point."""
     if not progress_enabled():
-        # Logs, not a terminal: keep Hugging Face's per-file progress bars out of them.
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        quiet_library_bars()  # logs, not a terminal: no Hugging Face bars in them
     try:
         app()
     except DualviewError as exc:
