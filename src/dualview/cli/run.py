@@ -18,7 +18,7 @@ from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.sweep import load_sweep, run_sweep
-from dualview.report.table import BEST_SEPARATOR
+from dualview.report.table import BEST_SEPARATOR, parse_prefixes
 from dualview.synth.estimate import Estimate, finish
 
 console = Console(stderr=True)
@@ -173,7 +173,7 @@ def report(
         error_pairs=_pairs_option(flips),
         n_resamples=resamples,
         sections=report_sections(review, run_dirs),
-        metrics=[m.strip() for m in (metrics or "").split(",") if m.strip()],
+        metrics=parse_prefixes(metrics),
     )
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
         files = report_sweep(run_dirs[0], out, options)

@@ -51,7 +51,13 @@ from dualview.io.atomic import atomic_write_text
 from dualview.report.collect import eval_file_row
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
-from dualview.report.table import keep_metrics, markdown_table, metric_kept, rows_from_csv
+from dualview.report.table import (
+    keep_metrics,
+    markdown_table,
+    metric_kept,
+    parse_prefixes,
+    rows_from_csv,
+)
 from dualview.review.stats import markdown as review_markdown
 from dualview.synth.bench import markdown_table as bench_markdown
 from dualview.synth.job_stats import is_job_stats, stats_markdown
@@ -70,10 +76,6 @@ class TableBlock:
     body: str
     line: int
     only: tuple[str, ...] = ()
-
-
-def _only(text: str | None) -> tuple[str, ...]:
-    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
 
 
 def render(source: Path, only: tuple[str, ...] = ()) -> str:
@@ -144,7 +146,7 @@ def table_blocks(document: Path) -> list[TableBlock]:
             source=document.parent / match["source"],
             body=match["body"],
             line=text.count("\n", 0, match.start()) + 1,
-            only=_only(match["only"]),
+            only=parse_prefixes(match["only"]),
         )
         for match in BLOCK.finditer(text)
     ]
@@ -164,7 +166,7 @@ def write_tables(document: Path) -> int:
 
     def regenerate(match: re.Match[str]) -> str:
         nonlocal changed
-        body = render(document.parent / match["source"], _only(match["only"]))
+        body = render(document.parent / match["source"], parse_prefixes(match["only"]))
         changed += body != match["body"]
         return match.group(0)[: match.start("body") - match.start()] + f"{body}<!-- end table -->"
 

@@ -42,6 +42,11 @@ class ConfigResult:
     sources: dict[str, list[str]] = field(default_factory=dict)
 
 
+def parse_prefixes(text: str | None) -> tuple[str, ...]:
+    """Metric name prefixes from ``"paired p-MRR, phenomena"`` (empty or None: none)."""
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
+
+
 def metric_kept(metric: str, prefixes: Sequence[str]) -> bool:
     """Whether ``metric`` starts with one of ``prefixes`` (no prefixes: every metric)."""
     return not prefixes or any(metric.startswith(prefix) for prefix in prefixes)

@@ -45,7 +45,7 @@ from dualview.io.atomic import atomic_write_text, write_jsonl
 from dualview.io.files import iter_json_lines
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
-from dualview.synth.runner import RunnerConfig, make_runner, reason_code, side_path
+from dualview.synth.runner import RunnerConfig, make_runner, side_path
 from dualview.synth.task import LLM, Outcome, Task, one_per_record, truncate
 from dualview.synth.verify import VerifyConfig, VerifyTask
 
@@ -182,16 +182,6 @@ class GoldFewShotReverse:
         return await task.run(unit, llm)
 
 
-def rejection_reasons(out: Path) -> Counter[str]:
-    """Reason codes of the rejected units of a run (from ``OUT.dropped.jsonl``)."""
-    reasons: Counter[str] = Counter()
-    dropped = side_path(out, "dropped.jsonl")
-    for _, row in iter_json_lines(dropped) if dropped.exists() else []:
-        if row.get("status") == "rejected":
-            reasons[reason_code(row.get("reason"))] += 1
-    return reasons
-
-
 def closeness(produced: list[Record], gold: dict[str, str], near_copy: float) -> dict[str, Any]:
     """How close accepted reversals are to the original instruction and to the gold reversal
     (difflib ratio of normalized texts); near-copies of the original are counted."""
@@ -232,10 +222,11 @@ def cost(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def reverse_metrics(stats: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Parse, None and accepted rates over the answered units, and rejections by reason."""
+def reverse_metrics(stats: dict[str, Any]) -> dict[str, Any]:
+    """Parse, None and accepted rates over the answered units, and rejections by reason (the
+    runner's count in ``stats``)."""
     outcomes = stats["outcomes"]
-    reasons = rejection_reasons(out)
+    reasons = Counter(stats["rejections"])
     answered = stats["units"] - outcomes["skipped"] - outcomes["error"]
     unparsed = sum(reasons[code] for code in FORMAT_FAILURES)
     return {
@@ -333,7 +324,7 @@ class SynthBench:
         rev = self._run(
             task, self.config.backend, self.config.sampling, inputs["orig"], reversed_out
         )
-        metrics = reverse_metrics(rev, reversed_out)
+        metrics = reverse_metrics(rev)
         ver = self._run(
             VerifyTask(self.config.verify),
             self.judge,
