@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dualview.errors import ConfigError, DataError
 from dualview.io.atomic import atomic_write_text
-from dualview.io.files import read_input_text
+from dualview.io.files import read_input_text, reject_lone_surrogates
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -63,11 +63,20 @@ def parse_yaml_mapping(text: str, source: str | Path, first_line: int = 1) -> di
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        reject_lone_surrogates(text, data, source, None)
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
     return data
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place."""
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place.
+
+    A value that is not valid YAML is one `ConfigError` naming the key (the value itself is
+    not repeated: it may be a secret). A text with ``: `` in it (a template) must be quoted
+    as YAML: ``--set 'model.query_template="Q: {query} I: {instruction}"'``.
+    """
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
@@ -78,8 +87,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {part} is not a mapping")
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = _override_value(key, raw)
     return data
+
+
+def _override_value(key: str, raw: str) -> Any:
+    """``raw`` parsed as YAML, or a `ConfigError` naming the ``--set`` key."""
+    try:
+        value = yaml.safe_load(raw)
+        reject_lone_surrogates(raw, value, f"--set {key}", None)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not parseable"
+        raise ConfigError(
+            f"--set {key}: invalid YAML value ({problem}); quote a text with ': ' in it "
+            f"as YAML: --set '{key}=\"...\"'"
+        ) from None
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
+    return value
 
 
 def flag_overrides(flags: dict[str, Any]) -> list[str]:

@@ -3,13 +3,17 @@
 Every user file is opened by `open_input` (a missing path, a folder, an unreadable file or
 a symlink loop is one `DataError` line) and read as lines (`iter_binary_lines`: streamed,
 a UTF-8 BOM skipped, a line longer than `MAX_LINE_BYTES` rejected) or whole
-(`read_input_text`, `read_json_file`). JSON is strict: ``NaN`` and ``Infinity`` are errors.
+(`read_input_text`, `read_json_file`: a UTF-8 BOM dropped, CRLF read as LF, a file larger
+than `MAX_FILE_BYTES` rejected before it is read). JSON is strict: ``NaN`` and ``Infinity``
+are errors, and so is a lone surrogate escape (``"\\ud800"``: not Unicode text, which no
+writer could encode), named with its field (`reject_lone_surrogates`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,6 +33,9 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 # The longest line any reader accepts: a longer one is an error, never a memory blow-up.
 MAX_LINE_BYTES = int(os.environ.get("DUALVIEW_MAX_LINE_BYTES", 32 << 20))
+# The largest file read whole (a YAML config, a JSON index, manifest or card): larger is an
+# error before anything is read. Record files are streamed line by line instead.
+MAX_FILE_BYTES = int(os.environ.get("DUALVIEW_MAX_FILE_BYTES", 64 << 20))
 
 
 BOM = b"\xef\xbb\xbf"
@@ -92,14 +99,26 @@ def decode_text(raw: bytes, path: str | Path, line_number: int | None) -> str:
 
 
 def read_input_text(path: str | Path) -> str:
-    """A whole (small) user file as text: BOM dropped, CRLF as LF, errors located."""
+    """A whole (small) user file as text: BOM dropped, CRLF as LF, errors located.
+
+    A file larger than `MAX_FILE_BYTES` is a `DataError` before it is read (its size as the
+    file system reports it; a device or pipe is cut off after `MAX_FILE_BYTES` + 1 bytes).
+    """
     path = Path(path)
     with open_input(path) as handle:
         try:
-            raw = handle.read()
+            _check_size(path, os.fstat(handle.fileno()).st_size)
+            raw = handle.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
             raise input_error(path, exc) from None
+    _check_size(path, len(raw))
     return decode_text(raw.removeprefix(BOM), path, None).replace("\r\n", "\n")
+
+
+def _check_size(path: Path, size: int) -> None:
+    if size > MAX_FILE_BYTES:
+        limit = f"{MAX_FILE_BYTES / (1 << 20):g} MiB"
+        raise DataError(path, None, "file", f"larger than {limit} (DUALVIEW_MAX_FILE_BYTES)")
 
 
 def _reject_constant(name: str) -> None:
@@ -121,6 +140,7 @@ def decode_line(line: str | bytes, path: str | Path, line_number: int) -> dict[s
         raise DataError(path, line_number, "json", f"invalid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise DataError(path, line_number, "json", "expected a JSON object per line")
+    reject_lone_surrogates(line, obj, path, line_number)
     return obj
 
 
@@ -129,11 +149,66 @@ def read_json_file(path: str | Path) -> Any:
     path = Path(path)
     text = read_input_text(path)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise DataError(path, exc.lineno, "json", f"invalid JSON ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:
         raise DataError(path, None, "json", f"invalid JSON ({exc})") from None
+    reject_lone_surrogates(text, data, path, None)
+    return data
+
+
+# A JSON or YAML escape of a UTF-16 surrogate (U+D800-U+DFFF). It only preselects the texts
+# to check: a valid pair (an emoji) matches too, and only a lone one is an error.
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+
+
+def reject_lone_surrogates(text: str, data: Any, path: str | Path, line: int | None) -> None:
+    """A `DataError` naming the field when ``data`` (decoded from ``text``) holds a lone
+    surrogate: JSON and YAML can escape one (``"\\ud800"``), but it is not Unicode text,
+    so no later stage could write or tokenize it. Every JSON and YAML reader calls this."""
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return
+    found = find_lone_surrogate(data)
+    if found is not None:
+        field, code = found
+        message = f"lone surrogate \\u{code:04x} is not Unicode text (write the character)"
+        raise DataError(path, line, field or "json", message)
+
+
+def find_lone_surrogate(data: Any) -> tuple[str, int] | None:
+    """``(dotted path, code point)`` of the first lone surrogate in ``data``'s strings and
+    keys (a key's own path ends in ``(key)``), or None. Iterative: any nesting depth."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            code = _surrogate_in(node)
+            if code is not None:
+                return where, code
+        elif isinstance(node, dict):
+            children = []
+            for key, value in node.items():
+                code = _surrogate_in(key) if isinstance(key, str) else None
+                if code is not None:
+                    return _join(where, "(key)"), code
+                children.append((_join(where, key), value))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            stack.extend(reversed([(_join(where, i), v) for i, v in enumerate(node)]))
+    return None
+
+
+def _join(where: str, key: object) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _surrogate_in(text: str) -> int | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return ord(text[exc.start])
+    return None
 
 
 def iter_text_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -23,7 +23,6 @@ Training and evaluation meet a reranker only through this module:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from dualview.errors import ConfigError
+from dualview.io.files import read_json_file
 from dualview.models.config import ModelConfig
 
 #: The file that marks a saved folder as a dualview reranker: ``{"kind": ..., ...}``.
@@ -123,10 +123,7 @@ def reranker_kind(folder: str | Path) -> str | None:
     path = Path(folder) / RERANKER_FILE
     if not path.is_file():
         return None
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable reranker description ({exc})") from None
+    info = read_json_file(path)  # the one reader policy: BOM, CRLF, located errors
     kind = info.get("kind") if isinstance(info, dict) else None
     if not isinstance(kind, str):
         raise ConfigError(f"{path}: field 'kind': missing; expected one of {RERANKER_KINDS}")

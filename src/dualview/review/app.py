@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from dualview.errors import DataError
 from dualview.review.items import ReviewSet
 from dualview.review.stats import markdown, summarize
 from dualview.review.store import (
@@ -163,7 +164,10 @@ class ReviewApp:
         except (ValueError, KeyError, TypeError) as exc:
             return JSONResponse({"error": str(exc)}, 400, headers=SECURITY_HEADERS)
         verdict["source"] = self.review.source
-        append_verdict(self.review.verdicts, verdict)
+        try:
+            append_verdict(self.review.verdicts, verdict)
+        except DataError as exc:  # a full disk: the file is as it was, the page says so
+            return JSONResponse({"error": str(exc)}, 507, headers=SECURITY_HEADERS)
         next_url = self._url(self._next_open(verdict["reviewer"], index), verdict["reviewer"])
         return JSONResponse(
             {"saved": verdict["verdict_id"], "next": next_url}, headers=SECURITY_HEADERS

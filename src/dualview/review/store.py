@@ -4,8 +4,10 @@ Every verdict is appended and fsynced before the page is told it was saved, so k
 server loses at most the verdict being typed. Several server processes (or browser tabs) may
 write the same file: each append holds ``flock`` on ``FILE.lock`` for the duration of one line,
 and a torn last line left by a killed writer is dropped by the next append
-(`dualview.io.append.AppendJsonlWriter`). Relabelling an item appends a new line; the
-latest line per (reviewer, item) counts.
+(`dualview.io.append.AppendJsonlWriter`; a complete last line without its newline is kept).
+An append that fails (a full disk) leaves the file as it was. Readers never write: they skip
+a torn last line. Relabelling an item appends a new line; the latest line per
+(reviewer, item) counts.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError
-from dualview.io.append import AppendJsonlWriter, repair_torn_tail
-from dualview.io.files import iter_json_lines
+from dualview.io.append import AppendJsonlWriter, iter_appended_lines
 
 FAILURE_MODES = (
     "near_copy",  # near-copy of the original instruction
@@ -95,13 +96,12 @@ def append_verdict(path: str | Path, verdict: dict[str, Any]) -> None:
 
 
 def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
-    """Every verdict line in file order (a torn last line from a killed writer is dropped)."""
+    """Every verdict line in file order. Reading never writes (no lock file either): a torn
+    last line from a killed writer, or one still being appended, is skipped, not removed."""
     path = Path(path)
     if not path.exists():
         return []
-    with _locked(path):
-        repair_torn_tail(path)
-        numbered = list(iter_json_lines(path))
+    numbered = list(iter_appended_lines(path))
     for number, row in numbered:
         for field in ("item", "reviewer", "verdict"):
             if not isinstance(row.get(field), str):
