@@ -10,11 +10,13 @@ from rich.console import Console
 from rich.table import Table
 
 from dualview.cli.options import Devices, Precision, split_devices
+from dualview.errors import ConfigError
 from dualview.eval.benchmarks import BENCHMARKS
 from dualview.eval.benchmarks.base import FIRST_STAGES
 from dualview.eval.layout import display_value
 from dualview.eval.run import EvalSettings, Summary, evaluate
 from dualview.eval.two_stage import RerankSettings
+from dualview.models.config import check_query_template
 
 console = Console()
 
@@ -94,6 +96,10 @@ def eval_command(
     """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out.
 
     With --reranker, each reranker rescores the top --top-k of each first stage."""
+    try:
+        check_query_template(query_template)
+    except ValueError as exc:
+        raise ConfigError(f"--query-template: {exc}") from None
     settings = EvalSettings(
         query_template=query_template,
         force_template=force_template,

@@ -34,6 +34,7 @@ from dualview.models import unpadded
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
 from dualview.models.pooling import ST_POOLING, pool
+from dualview.models.pretrained import from_pretrained
 from dualview.models.saved import (
     INTERACTION_HEADS,
     MODEL_INFO_FILE,
@@ -41,7 +42,6 @@ from dualview.models.saved import (
     TRAIN_MANIFEST_FILE,
 )
 from dualview.models.tokens import TokenizedTexts, tokenize_texts
-from dualview.resources import resolve_model_path
 
 TextKind = Literal["query", "document"]
 
@@ -57,13 +57,16 @@ class BiEncoder(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        path = resolve_model_path(config.name_or_path)
-        remote = config.trust_remote_code
+        name, remote = config.name_or_path, config.trust_remote_code
         kwargs = {"attn_implementation": config.attn_implementation}
         if config.attn_implementation is None:
             kwargs = {}
-        self.backbone = AutoModel.from_pretrained(path, trust_remote_code=remote, **kwargs)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
+        self.backbone = from_pretrained(
+            AutoModel.from_pretrained, name, trust_remote_code=remote, **kwargs
+        )
+        self.tokenizer = from_pretrained(
+            AutoTokenizer.from_pretrained, name, trust_remote_code=remote
+        )
         configure_tokenizer(self.tokenizer, config)  # pad token; left padding + EOS (decoders)
         if config.lora is not None:
             self.backbone = add_lora(self.backbone, config.lora)

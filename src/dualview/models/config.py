@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from string import Formatter
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from dualview.config import StrictModel
 
@@ -22,6 +23,50 @@ DECODER_LINEAR_LAYERS = (
     "up_proj",
     "down_proj",
 )
+
+
+#: The fields of a query template (``model.query_template``, eval's ``--query-template``).
+QUERY_TEMPLATE_FIELDS = ("query", "instruction")
+#: The fields of an LLM reranker's prompt (``model.llm_reranker.prompt``).
+PROMPT_FIELDS = ("query", "passage")
+
+
+def _field_text(name: str, spec: str | None, conversion: str | None) -> str:
+    """A replacement field as written: ``{name!conversion:spec}``."""
+    return (
+        "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+    )
+
+
+def template_fields(template: str, allowed: Collection[str]) -> list[str]:
+    """The replacement fields of a ``str.format`` template, in order. Each must be a plain
+    ``{name}`` with a name of ``allowed``: a conversion (``{query!r}``), a format spec
+    (``{query:>9}``), an attribute or index (``{query.x}``, ``{query[0]}``), a positional
+    ``{}`` or another name is a ValueError (pydantic words it as the field's error)."""
+    try:
+        parsed = list(Formatter().parse(template))
+    except ValueError as exc:  # an unmatched brace; ``{{`` and ``}}`` are literal braces
+        raise ValueError(f"not a valid template: {exc} (a literal brace is {{{{ or }}}})") from None
+    names = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if conversion or spec or name not in allowed:
+            plain = " and ".join("{" + field + "}" for field in allowed)
+            field = _field_text(name, spec, conversion)
+            raise ValueError(f"{field}: only the plain fields {plain} are allowed")
+        names.append(name)
+    return names
+
+
+def check_query_template(template: str) -> str:
+    """``template`` when it is a valid query template (see `template_fields`)."""
+    template_fields(template, QUERY_TEMPLATE_FIELDS)
+    return template
+
+
+#: A query template, checked where the config is read.
+QueryTemplate = Annotated[str, AfterValidator(check_query_template)]
 
 
 class LoraSettings(StrictModel):
@@ -59,7 +104,7 @@ class LlmRerankerSettings(StrictModel):
     @field_validator("prompt")
     @classmethod
     def _prompt_fields(cls, prompt: str) -> str:
-        fields = [name for _, name, _, _ in Formatter().parse(prompt) if name is not None]
+        fields = template_fields(prompt, PROMPT_FIELDS)
         if sorted(fields) != ["passage", "query"]:
             raise ValueError(
                 f"needs {{query}} and {{passage}} once each and no other field, found {fields}"
@@ -87,7 +132,7 @@ class ModelConfig(StrictModel):
     query_max_length: int = Field(512, gt=0)
     document_max_length: int = Field(512, gt=0)
     # How a query and its instruction are joined (the paper concatenates).
-    query_template: str = "{query} {instruction}"
+    query_template: QueryTemplate = "{query} {instruction}"
     # InF-Embed instruction-query interaction: "concat" encodes the template's joined text;
     # "cross_attention" encodes instruction and query apart and joins them with the
     # cross-attention head (dualview.models.interaction; query_template is then unused);

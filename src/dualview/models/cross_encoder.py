@@ -32,13 +32,16 @@ import torch
 from torch import nn
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from dualview.config import validate_config
 from dualview.data.formats.common import join_query_instruction
 from dualview.errors import ConfigError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 from dualview.io.folder import atomic_dir
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import export_backbone
 from dualview.models.fingerprint import update_with_weights
+from dualview.models.pretrained import from_pretrained, load_complete
 from dualview.models.reranker import (
     RERANKER_FILE,
     register_reranker_builder,
@@ -46,7 +49,6 @@ from dualview.models.reranker import (
 )
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.tokens import TokenizedPairs, tokenize_pairs
-from dualview.resources import resolve_model_path
 
 KIND = "cross_encoder"
 
@@ -76,19 +78,29 @@ class CrossEncoderReranker(nn.Module):
 
     kind = KIND
 
-    def __init__(self, config: ModelConfig, max_length: int | None = None) -> None:
+    def __init__(
+        self, config: ModelConfig, max_length: int | None = None, complete: bool = False
+    ) -> None:
+        """``complete``: the folder is a saved cross-encoder, so every weight (the scoring
+        head too) must be in it; otherwise a backbone without a head gets a new one."""
         super().__init__()
         _check_supported(config)
         self.config = config
-        path = resolve_model_path(config.name_or_path)
-        remote = config.trust_remote_code
+        name, remote = config.name_or_path, config.trust_remote_code
         kwargs = {}
         if config.attn_implementation is not None:
             kwargs["attn_implementation"] = config.attn_implementation
-        self.backbone = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=1, trust_remote_code=remote, **kwargs
+        load = load_complete if complete else from_pretrained
+        self.backbone = load(
+            AutoModelForSequenceClassification.from_pretrained,
+            name,
+            num_labels=1,
+            trust_remote_code=remote,
+            **kwargs,
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
+        self.tokenizer = from_pretrained(
+            AutoTokenizer.from_pretrained, name, trust_remote_code=remote
+        )
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if self.backbone.config.pad_token_id is None:
@@ -209,7 +221,7 @@ class CrossEncoderReranker(nn.Module):
 
 def _read_description(folder: Path) -> dict:
     path = folder / RERANKER_FILE
-    info = json.loads(path.read_text(encoding="utf-8"))
+    info = read_json_file(path)
     for field, kind in (("query_template", str), ("max_length", int)):
         if not isinstance(info.get(field), kind):
             raise ConfigError(f"{path}: field {field!r}: missing or not a {kind.__name__}")
@@ -217,13 +229,12 @@ def _read_description(folder: Path) -> dict:
 
 
 def load_cross_encoder(folder: Path, device: str | None = None) -> CrossEncoderReranker:
-    """The cross-encoder saved in ``folder`` (by `CrossEncoderReranker.save`), in eval mode."""
+    """The cross-encoder saved in ``folder`` (by `CrossEncoderReranker.save`), in eval mode;
+    weights that are not in the folder (another kind's folder) are an error."""
     info = _read_description(folder)
-    config = ModelConfig(kind=KIND, name_or_path=str(folder), query_template=info["query_template"])
-    try:
-        model = CrossEncoderReranker(config, max_length=info["max_length"])
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{folder}: not a readable cross-encoder folder ({exc})") from None
+    data = {"kind": KIND, "name_or_path": str(folder), "query_template": info["query_template"]}
+    config = validate_config(ModelConfig, data, str(folder / RERANKER_FILE))
+    model = CrossEncoderReranker(config, max_length=info["max_length"], complete=True)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval()
 

@@ -46,10 +46,12 @@ from dualview.config import validate_config
 from dualview.data.formats.common import join_query_instruction
 from dualview.errors import ConfigError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 from dualview.io.folder import atomic_dir
 from dualview.models.config import LlmRerankerSettings, ModelConfig
 from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
 from dualview.models.fingerprint import update_with_weights
+from dualview.models.pretrained import from_pretrained, load_complete
 from dualview.models.reranker import (
     RERANKER_FILE,
     register_reranker_builder,
@@ -58,7 +60,6 @@ from dualview.models.reranker import (
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
-from dualview.resources import resolve_model_path
 
 KIND = "llm_reranker"
 #: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
@@ -95,18 +96,22 @@ def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
 class LlmReranker(nn.Module):
     """A causal LM scoring relevance as answer log-odds; see the module docstring."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, complete: bool = False) -> None:
+        """``complete``: the folder is a saved LLM reranker, so every weight must be in it
+        (another kind's folder is an error, not a model with new random weights)."""
         super().__init__()
         _check_supported(config)
         self.config = config
         self.settings = config.llm_reranker or LlmRerankerSettings()
-        path = resolve_model_path(config.name_or_path)
-        remote = config.trust_remote_code
+        name, remote = config.name_or_path, config.trust_remote_code
         kwargs: dict[str, Any] = {"trust_remote_code": remote}
         if config.attn_implementation is not None:
             kwargs["attn_implementation"] = config.attn_implementation
-        self.backbone = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
+        load = load_complete if complete else from_pretrained
+        self.backbone = load(AutoModelForCausalLM.from_pretrained, name, **kwargs)
+        self.tokenizer = from_pretrained(
+            AutoTokenizer.from_pretrained, name, trust_remote_code=remote
+        )
         ensure_pad_token(self.tokenizer)
         self.tokenizer.padding_side = "left"
         self.answer_ids = answer_token_ids(self.tokenizer, self.settings.answers)
@@ -270,12 +275,12 @@ class LlmReranker(nn.Module):
 def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
     """The reranker saved in ``folder`` by `LlmReranker.save`, in eval mode on ``device``."""
     path = Path(folder) / RERANKER_FILE
-    info = json.loads(path.read_text(encoding="utf-8"))
+    info = read_json_file(path)
     fields = ("query_template", "query_max_length", "document_max_length", "trust_remote_code")
     data = {key: info[key] for key in fields if key in info}
     data.update(kind=KIND, name_or_path=str(folder))
     data["llm_reranker"] = {key: info[key] for key in ("prompt", "answers") if key in info}
-    model = LlmReranker(validate_config(ModelConfig, data, str(path)))
+    model = LlmReranker(validate_config(ModelConfig, data, str(path)), complete=True)
     saved_ids = info.get("answer_token_ids")
     if saved_ids is not None and list(saved_ids) != list(model.answer_ids):
         raise ConfigError(

@@ -33,6 +33,7 @@ import torch
 from dualview.errors import ConfigError
 from dualview.io.files import read_json_file
 from dualview.models.config import ModelConfig
+from dualview.models.pretrained import ModelLoadError
 
 #: The file that marks a saved folder as a dualview reranker: ``{"kind": ..., ...}``.
 RERANKER_FILE = "dualview_reranker.json"
@@ -145,4 +146,8 @@ def load_reranker(folder: str | Path, device: str | None = None) -> Reranker:
     if loader is None:
         known = ", ".join(sorted(_LOADERS)) or "none registered"
         raise ConfigError(f"{folder / RERANKER_FILE}: field 'kind': unknown {kind!r} ({known})")
-    return loader(folder, device)
+    try:
+        return loader(folder, device)
+    except ModelLoadError as exc:  # its weights or tokenizer, not what RERANKER_FILE says
+        label = kind.replace("_", "-")
+        raise ConfigError(f"{folder}: not a readable {label} folder ({exc.reason})") from None

@@ -11,7 +11,9 @@ writes) plus dualview's own files:
 - ``dualview_train.yaml`` and ``data_manifest.json``: the training config and the mix manifest.
 
 Readers ask this module what a folder holds (`model_info`, `load_interaction_head`) instead
-of looking for file names themselves.
+of looking for file names themselves; `require_bi_encoder` refuses a reranker's folder (its
+``dualview_reranker.json``, or sentence-transformers' ``model_type: CrossEncoder``) where a
+bi-encoder is expected, instead of letting sentence-transformers read it as one.
 """
 
 from __future__ import annotations
@@ -22,24 +24,56 @@ from typing import Any
 
 from torch import nn
 
+from dualview.errors import ConfigError
+from dualview.io.files import read_json_file
 from dualview.models.instruction_attention import InstructionAttention
 from dualview.models.interaction import InstructionQueryAttention, has_head
+from dualview.models.reranker import RERANKER_FILE, reranker_kind
 
 MODEL_INFO_FILE = "dualview_model.json"
 TRAIN_CONFIG_FILE = "dualview_train.yaml"
 TRAIN_MANIFEST_FILE = "data_manifest.json"
+#: sentence-transformers' description of a saved folder; its ``model_type`` names a
+#: ``CrossEncoder`` (any cross-encoder saved by sentence-transformers, ours or not).
+ST_CONFIG_FILE = "config_sentence_transformers.json"
 
 
 def model_info(folder: str | Path) -> dict[str, Any]:
-    """The ``dualview_model.json`` of a saved folder (``{}`` for any other folder)."""
+    """The ``dualview_model.json`` of a saved folder (``{}`` for any other folder); one that
+    is present but unreadable is a located `DataError`, never silently another model."""
     path = Path(folder) / MODEL_INFO_FILE
     if not path.is_file():
         return {}
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    info = read_json_file(path)
     return info if isinstance(info, dict) else {}
+
+
+def _st_model_type(folder: Path) -> str | None:
+    """The ``model_type`` of `ST_CONFIG_FILE` (None without one, or one that is unreadable:
+    sentence-transformers reports that itself)."""
+    try:
+        info = json.loads((folder / ST_CONFIG_FILE).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return None
+    kind = info.get("model_type") if isinstance(info, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def require_bi_encoder(name: str | Path) -> None:
+    """Refuse a folder that holds a reranker where a bi-encoder is expected (eval's MODEL,
+    mine's ``model``): sentence-transformers would read its backbone with mean pooling and
+    score it as an embedding model. Hub names and other folders pass."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return
+    kind, marker = reranker_kind(folder), RERANKER_FILE
+    if kind is None and _st_model_type(folder) == "CrossEncoder":
+        kind, marker = "cross_encoder", f"{ST_CONFIG_FILE} says CrossEncoder"
+    if kind is not None:
+        raise ConfigError(
+            f"{folder}: holds a reranker (kind {kind}: {marker}), not a bi-encoder; pass it "
+            "to eval with --reranker, after a first-stage MODEL or with --first-stage bm25"
+        )
 
 
 def interaction_of(folder: str | Path) -> str:

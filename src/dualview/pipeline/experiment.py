@@ -30,6 +30,7 @@ from dualview.data.mix import PRESETS
 from dualview.data.negatives import NegativeConfig
 from dualview.data.pairing import ExtraDv
 from dualview.eval.benchmarks import parse_spec
+from dualview.models.config import QueryTemplate
 
 GOLD_PREFIX = "gold:"
 
@@ -124,7 +125,7 @@ class EvaluationSpec(StrictModel):
     benchmarks: list[str] = Field(min_length=1)
     include_base: bool = True
     batch_size: int = Field(32, gt=0)
-    query_template: str = "{query} {instruction}"
+    query_template: QueryTemplate = "{query} {instruction}"
     rerank: RerankSpec = Field(default_factory=RerankSpec)
     # auto: bf16/fp16 on a GPU, fp32 on CPU (`dualview.retrieval.inference.resolve_precision`)
     precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"

@@ -48,6 +48,7 @@ from dualview.data.negatives import KnownPositives, NegativeConfig, SelectionSta
 from dualview.data.schema import Document, Record, content_id
 from dualview.errors import DataError
 from dualview.io.atomic import AtomicJsonlWriter
+from dualview.models.config import QueryTemplate
 from dualview.retrieval.text import doc_text
 
 
@@ -62,7 +63,7 @@ class MineConfig(StrictModel):
     max_score: float | None = Field(None, description="absolute score threshold")
     skip_positive_duplicates: bool = True
     mode: Literal["replace", "append"] = "replace"
-    query_template: str = "{query} {instruction}"
+    query_template: QueryTemplate = "{query} {instruction}"
     query_prompt: str | None = None
     document_prompt: str | None = None
     batch_size: int = Field(64, ge=1)
