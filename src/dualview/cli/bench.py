@@ -11,6 +11,7 @@ from rich.console import Console
 from dualview.cli import options
 from dualview.config import apply_overrides, flag_overrides, load_config, validate_config
 from dualview.errors import ConfigError
+from dualview.io.paths import check_outputs
 from dualview.synth.bench import BenchConfig, SynthBench
 
 console = Console(stderr=True)
@@ -87,6 +88,7 @@ def bench_synth(
         if config is not None
         else validate_config(BenchConfig, apply_overrides({}, items), "command line")
     )
+    check_outputs([out], [config, settings.gold_dir], replaced=False)
     report = SynthBench(settings, out).run()
     typer.echo((out / "bench.md").read_text(encoding="utf-8"))
     if not all(m["complete"] for m in report["shots"].values()):

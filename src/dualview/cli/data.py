@@ -13,6 +13,7 @@ from rich.table import Table
 from dualview.data import formats
 from dualview.data.jsonl import RejectLog
 from dualview.data.stats import compute_stats, hf_token_counter, whitespace_tokens
+from dualview.io.paths import check_outputs
 from dualview.progress import track
 
 data_app = typer.Typer(help="Convert, validate and describe datasets.", no_args_is_help=True)
@@ -59,6 +60,7 @@ def convert(
     reader = formats.get_reader(from_format)
     writer = formats.get_writer(to_format)
     rejects = RejectLog(rejects_path or out.with_name(out.name + ".rejects.jsonl"))
+    check_outputs([out, rejects.path if skip_invalid else None], [source])
     records = reader(source, **_reader_options(from_format, skip_invalid, rejects))
     try:
         count = writer(track(records, description="converting"), out)
@@ -78,6 +80,7 @@ def validate(
     """Check every line against the record schema; exit 2 at the first error."""
     reader = formats.get_reader(from_format)
     rejects = RejectLog(rejects_path or source.with_name(source.name + ".rejects.jsonl"))
+    check_outputs([rejects.path if skip_invalid else None], [source])
     try:
         valid = sum(
             1 for _ in reader(source, **_reader_options(from_format, skip_invalid, rejects))
@@ -143,5 +146,6 @@ def split_beir_command(
     """Split a BEIR folder into two by query (same corpus): e.g. seed data vs held-out."""
     from dualview.data.split import split_beir
 
+    check_outputs([first, rest], [source], replaced=False)  # each gets files, not replaced
     n1, n2 = split_beir(source, first, rest, n_first, seed=seed)
     console.print(f"{first}: {n1} queries; {rest}: {n2} queries")

@@ -14,6 +14,7 @@ from dualview.data import gold
 from dualview.data.gold_check import CheckConfig, check_instances
 from dualview.data.gold_lexical import lexical_pairwise
 from dualview.errors import DataError
+from dualview.io.paths import check_outputs
 
 console = Console(stderr=True)
 
@@ -42,6 +43,7 @@ def gold_build(
 ) -> None:
     """Validate the gold sources and write train.jsonl, test.jsonl, counts.json, CARD.md counts
     and the leave-domains-out test sets (folds/ldo-K)."""
+    check_outputs([out], [source], replaced=False)  # by default the sources lie in OUT/source
     result = gold.build(source, out, n_hard=n_hard, test_fraction=test_fraction)
     from dualview.eval.export import write_fold_benchmarks
 

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualview.io.paths import check_outputs
+
 console = Console(stderr=True)
 
 
@@ -46,5 +48,6 @@ def model_card(
     """(Re)write MODEL/README.md, a sentence-transformers card with a model-index."""
     from dualview.hub.model_card import write_model_card
 
+    check_outputs([model / "README.md"], list(eval_paths or []))
     path = write_model_card(model, eval_paths, name=name, license_id=license_id)
     console.print(f"wrote {path}")

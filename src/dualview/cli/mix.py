@@ -12,8 +12,10 @@ from rich.console import Console
 from dualview.cli.options import Devices, Precision, split_devices
 from dualview.config import apply_overrides, read_yaml, validate_config
 from dualview.data.export import EXPORT_FORMATS, export
+from dualview.data.manifest import manifest_path
 from dualview.data.mix import PRESETS, MixConfig, build_mix, preset_config
 from dualview.errors import ConfigError
+from dualview.io.paths import check_outputs
 
 console = Console(stderr=True)
 
@@ -66,6 +68,7 @@ def mix(
     """Build a size-matched training mix with negatives selected, plus OUT.manifest.json."""
     overrides = [*(sets or []), *([f"extra_dv={extra_dv}"] if extra_dv else [])]
     mix_config = _mix_config(preset, config, size, seed, overrides)
+    check_outputs([out, manifest_path(out)], [*inputs, config])
     result = build_mix(inputs, mix_config, out)
     counts = ", ".join(f"{v} {n:,}" for v, n in result.counts.items())
     neg = result.selection.to_dict()
@@ -102,6 +105,7 @@ def mine(
     mine_config = validate_config(
         MineConfig, apply_overrides(data, sets or []), str(config or "mine options")
     )
+    check_outputs([out, manifest_path(out)], [records, manifest_path(records), corpus, config])
     result = mine_file(records, out, mine_config, corpus=corpus)
     console.print(json.dumps(result.stats, indent=2))
     console.print(f"wrote {result.records:,} records to {out}; manifest {out}.manifest.json")
@@ -125,6 +129,8 @@ def export_cmd(
     ] = None,
 ) -> None:
     """Export a training file as Parquet, HF datasets, ST columns, or a Hub dataset folder."""
+    written = [out, manifest_path(out)] if to in ("parquet", "st-parquet") else [out]
+    check_outputs(written, [source, manifest_path(source), review])
     if to == "hub-dataset":
         from dualview.hub.dataset import export_hub_dataset
 

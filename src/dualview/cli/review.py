@@ -11,6 +11,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from dualview.errors import ConfigError
+from dualview.io.paths import check_outputs
 
 console = Console(stderr=True)
 
@@ -49,6 +50,11 @@ Judge = Annotated[
 ]
 
 
+def _read_files(source: str, judge: Path | None) -> list[Path | None]:
+    """The files a review reads that its outputs must not be: a record file, the judge's."""
+    return [Path(source) if Path(source).is_file() else None, judge]
+
+
 def _default_reviewer() -> str:
     try:
         return getpass.getuser()
@@ -85,6 +91,7 @@ def serve(
         name = check_reviewer(reviewer or _default_reviewer())
     except ValueError as exc:
         raise ConfigError(f"--reviewer: {exc}") from None
+    check_outputs([verdicts], _read_files(source, judge))
     review = load_review_set(source, n, seed, stratify, judge, verdicts)
     if host not in LOCAL_HOSTS:
         console.print(f"warning: serving on {host}: anyone who reaches it can read and label")
@@ -104,6 +111,7 @@ def stats(
     from dualview.io.atomic import atomic_write_json
     from dualview.review.stats import markdown, review_summary
 
+    check_outputs([json_out], [verdicts])
     summary = review_summary(verdicts, reviewer)
     if not summary["verdicts"]:
         raise ConfigError(f"{verdicts}: no verdicts" + (f" by {reviewer}" if reviewer else ""))
@@ -124,6 +132,7 @@ def export(
     from dualview.io.atomic import atomic_write_text
     from dualview.review.items import load_review_set, to_markdown
 
+    check_outputs([out], _read_files(source, judge))
     review = load_review_set(source, n, seed, stratify, judge)
     atomic_write_text(out, to_markdown(review.items))
     console.print(f"wrote {len(review.items)} items: {out}")

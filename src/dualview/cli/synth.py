@@ -11,9 +11,11 @@ from rich.console import Console
 
 from dualview.cli import options
 from dualview.config import flag_overrides
+from dualview.io.paths import check_outputs
 from dualview.synth.estimate import finish
 from dualview.synth.jobs import estimate_job, load_job, run_job
 from dualview.synth.merge import merge_shards
+from dualview.synth.runner import result_files
 
 console = Console(stderr=True)
 
@@ -77,7 +79,7 @@ def _command(command: str):
             figures = finish(estimate_job(task_name, job, source, from_format), price, tokens_per_s)
             typer.echo("\n".join(figures.lines()))
             return
-        stats = run_job(task_name, job, source, out, from_format)
+        stats = run_job(task_name, job, source, out, from_format, read=[config])
         _report(stats, out)
 
     run.__doc__ = HELP[command]
@@ -98,6 +100,7 @@ def merge(
     shards: Annotated[list[Path], typer.Argument(help="The OUT file of every shard run.")],
 ) -> None:
     """Check that every shard is complete and consistent, then concatenate in input order."""
+    check_outputs(result_files(out), [f for shard in shards for f in result_files(shard)])
     stats = merge_shards(out, list(shards))
     console.print(f"merged {stats['shards']} shard(s): {stats['records_out']} record(s) -> {out}")
 

@@ -58,6 +58,9 @@ class RunnerConfig(StrictModel):
     cache: Path | None = None
     # "i/n": run only the i-th of n contiguous blocks of the input (0-based).
     shard: str | None = None
+    # The job fails (exit 1, after writing its files) when units end in backend errors and
+    # none succeeds, or when their share of the units is above this.
+    max_error_share: float = Field(default=1.0, ge=0.0, le=1.0)
     # Prices in USD per million tokens, for the cost line of the stats.
     price_in_per_million: float | None = None
     price_out_per_million: float | None = None

@@ -10,7 +10,7 @@ task: {n_star: random, seed: 13}        # the task's own settings
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,12 @@ from pydantic import create_model
 
 from dualview.config import StrictModel, apply_overrides, load_config, validate_config
 from dualview.data import formats
-from dualview.errors import ConfigError
+from dualview.io.paths import check_outputs
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.estimate import Estimate, TokenCounter, estimate_task
 from dualview.synth.poison import PoisonConfig, PoisonTask
 from dualview.synth.reverse import ReverseConfig, ReverseTask
-from dualview.synth.runner import RunnerConfig, make_runner
+from dualview.synth.runner import RunnerConfig, check_failures, job_outputs, make_runner
 from dualview.synth.seed import SeedConfig, SeedTask
 from dualview.synth.task import Task
 from dualview.synth.verify import VerifyConfig, VerifyTask
@@ -69,14 +69,19 @@ def run_job(
     source: str | Path,
     out: str | Path,
     input_format: str = "dualview",
+    read: Sequence[str | Path | None] = (),
 ) -> dict[str, Any]:
-    """Run ``task_name`` over ``source`` into ``out``; returns the stats."""
-    if os.path.realpath(out) == os.path.realpath(source):  # never raises on a symlink loop
-        raise ConfigError(f"{out}: the output must not overwrite the input")
+    """Run ``task_name`` over ``source`` into ``out``; returns the stats. None of the files
+    the run writes (OUT, its side files, the cache) may be ``source`` or another file the
+    job ``read`` (its config); a run whose units all failed with backend errors (or more
+    than ``runner.max_error_share`` of them) raises `JobFailed` after writing its files."""
+    check_outputs(job_outputs(Path(out), job.runner), [source, *read])
     task = build_task(task_name, job)
     reader = formats.get_reader(input_format)
     runner = make_runner(task, job.backend, job.sampling, job.runner)
-    return runner.run(lambda: task.units(reader(source)), out, input_label=str(source))
+    stats = runner.run(lambda: task.units(reader(source)), out, input_label=str(source))
+    check_failures(stats, Path(out), job.runner.max_error_share)
+    return stats
 
 
 def estimate_job(

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.data.schema import Record
-from dualview.errors import ConfigError
+from dualview.errors import ConfigError, DualviewError
 from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
 from dualview.lock import exclusive
 from dualview.progress import make_progress
@@ -54,7 +54,19 @@ from dualview.synth.engine import (
 from dualview.synth.engines import build_engine, engine_over
 from dualview.synth.task import STATUSES, Outcome, Task
 
-__all__ = ["Runner", "RunnerConfig", "Shard", "Tally", "UnitSource", "make_runner", "side_path"]
+__all__ = [
+    "JobFailed",
+    "Runner",
+    "RunnerConfig",
+    "Shard",
+    "Tally",
+    "UnitSource",
+    "check_failures",
+    "job_outputs",
+    "make_runner",
+    "result_files",
+    "side_path",
+]
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,53 @@ class Shard:
 def side_path(out: Path, suffix: str) -> Path:
     """``OUT.<suffix>``: the dropped file, the stats, the default cache."""
     return out.with_name(f"{out.name}.{suffix}")
+
+
+def cache_path(out: Path, config: RunnerConfig) -> Path:
+    """The run's cache: ``runner.cache``, else ``OUT.cache.jsonl``."""
+    return Path(config.cache or side_path(out, "cache.jsonl"))
+
+
+def result_files(out: Path) -> list[Path]:
+    """The files of a run's result: OUT, ``OUT.dropped.jsonl``, ``OUT.stats.json``."""
+    return [out, side_path(out, "dropped.jsonl"), side_path(out, "stats.json")]
+
+
+def job_outputs(out: Path, config: RunnerConfig) -> list[Path]:
+    """Every file a run into ``out`` writes: its `result_files`, the cache and its lock
+    (what must not be one of the run's inputs)."""
+    cache = cache_path(out, config)
+    return [*result_files(out), cache, cache.with_name(cache.name + ".lock")]
+
+
+class JobFailed(DualviewError):
+    """Too many units of a run ended in backend errors; its files are written (exit 1)."""
+
+    exit_code = 1
+
+
+def check_failures(stats: dict[str, Any], out: Path, max_error_share: float) -> None:
+    """Raise `JobFailed` when units ended in backend errors and none was answered, or when
+    their share of the run's units is above ``max_error_share``; the message says where the
+    errors are (``OUT.dropped.jsonl``, ``OUT.stats.json``)."""
+    outcomes = stats["outcomes"]
+    errors, units = outcomes.get("error", 0), stats["units"]
+    if not errors:
+        return
+    answered = sum(n for status, n in outcomes.items() if status not in ("error", "skipped"))
+    if not answered:
+        why = "no unit was answered"
+    elif errors > max_error_share * units:
+        why = f"more than runner.max_error_share {max_error_share:g}"
+    else:
+        return
+    first = stats.get("first_error")
+    raise JobFailed(
+        f"{out}: {errors} of {units} unit(s) failed with backend errors ({why})"
+        + (f", e.g. {first[:200]}" if first else "")
+        + f"; reasons in {side_path(out, 'dropped.jsonl')}, counts in "
+        f"{side_path(out, 'stats.json')}; rerun to retry them"
+    )
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -136,11 +195,11 @@ class Runner:
         started = time.perf_counter()
         total, digest = _scan_input(units(), self.fingerprint)
         lo, hi = self.shard.bounds(total)
-        cache_path = Path(self.config.cache or side_path(out, "cache.jsonl"))
+        cache_file = cache_path(out, self.config)
         tally = Tally()
         # One writer per cache (and so per output): a second run on it stops with exit 2.
-        with exclusive(cache_path.with_name(cache_path.name + ".lock"), "synthesis cache"):
-            cache = ResultCache(cache_path)
+        with exclusive(cache_file.with_name(cache_file.name + ".lock"), "synthesis cache"):
+            cache = ResultCache(cache_file)
             try:
                 errors = await self._execute(units, lo, hi, cache, tally)
                 cache.reopen()
@@ -215,6 +274,7 @@ class Runner:
         rejections: Counter[str] = Counter()
         latencies: list[float] = []
         tokens_in = tokens_out = 0
+        first_error: str | None = None
         with (
             AtomicJsonlWriter(out) as kept,
             AtomicJsonlWriter(side_path(out, "dropped.jsonl")) as dropped,
@@ -232,6 +292,8 @@ class Runner:
                     dropped.write(_dropped_line(unit, outcome))
                 if outcome.status == "rejected":
                     rejections[reason_code(outcome.reason)] += 1
+                if outcome.status == "error" and first_error is None:
+                    first_error = str(outcome.reason or "")
         return {
             "units": hi - lo,
             "complete": outcomes["error"] == 0,
@@ -250,6 +312,7 @@ class Runner:
             "cost_usd": self._cost(tokens_in, tokens_out),
             "counts": dict(counts),
             "summary": self.task.summary(dict(counts)),
+            "first_error": first_error,
         }
 
     def _cost(self, tokens_in: int, tokens_out: int) -> float | None:
