@@ -36,9 +36,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.eval.benchmarks import load_benchmark, spec_label
+from dualview.eval.benchmarks import data_path, load_benchmark, spec_label
 from dualview.eval.benchmarks.base import Benchmark
-from dualview.eval.layout import display_value, model_slug
+from dualview.eval.layout import check_result_folders, display_value, model_slug
 from dualview.eval.mteb_compat import write_mteb_results
 from dualview.eval.two_stage import (
     Ranker,
@@ -47,6 +47,7 @@ from dualview.eval.two_stage import (
     reranker_name,
 )
 from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text
+from dualview.io.paths import check_outputs
 from dualview.retrieval.encode import Encoder
 
 PACKAGES = ("dualview", "torch", "transformers", "sentence-transformers", "pytrec-eval-terrier")
@@ -194,17 +195,23 @@ def evaluate(
     """Evaluate every model on every benchmark spec (``KIND[:SUBSETS][=PATH]``).
 
     Benchmarks (and reranker folders) are checked before any model runs, so a bad path
-    fails fast. ``precision`` and ``devices`` go to the `Encoder` (``"fp32"`` forces full
-    precision; the precision is part of the model fingerprint, so results are only reused
-    for the same one). ``rerank``: rerankers over a first stage (`RerankSettings`); each
-    reranker over each first stage is a column ``<reranker>@<first stage>``, and with no
-    reranker the first stage alone (``models``, or ``bm25``) is evaluated.
+    fails fast; so are two models that would share a result folder and an ``out_dir`` that
+    is (or lies inside) a model, reranker or benchmark folder. ``precision`` and
+    ``devices`` go to the `Encoder` (``"fp32"`` forces full precision; the precision is part
+    of the model fingerprint, so results are only reused for the same one). ``rerank``:
+    rerankers over a first stage (`RerankSettings`); each reranker over each first stage is a
+    column ``<reranker>@<first stage>``, and with no reranker the first stage alone
+    (``models``, or ``bm25``) is evaluated.
     """
     settings = settings or EvalSettings()
     rerank = rerank or RerankSettings()
     rerank.check(list(models))
     out_dir = Path(out_dir)
+    check_result_folders(rerank.columns(list(models)), out_dir)
     loaded = [(spec, spec_label(spec), load_benchmark(spec)) for spec in benchmarks]
+    folders = [item for item in rerank.rerankers if isinstance(item, str)]
+    read = [*models, *folders, *(data_path(spec) for spec in benchmarks)]
+    check_outputs([out_dir], read, replaced=False)  # results go beside the inputs, not in
     summary = Summary(models=[], benchmarks=[label for _, label, _ in loaded])
     for first in rerank.first_stages(list(models)):
         encoder = None

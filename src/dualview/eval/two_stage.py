@@ -8,7 +8,8 @@ both; `dualview.retrieval.rerank` caches the scores).
 - **Names**: a reranked column is called ``<reranker>@<first stage>``, e.g.
   ``out/ce@embedded:minilm`` or ``out/ce@bm25`` (its result folder is the slug of that name,
   ``out_ce@embedded_minilm``), so reranked results never share a folder with first-stage
-  ones; BM25 alone is the column ``bm25``.
+  ones; BM25 alone is the column ``bm25``. Two columns whose names give one folder (``a/ce``
+  and ``a_ce``) are an error before anything runs (`dualview.eval.layout.check_result_folders`).
 - **Record**: `Ranker.record` (the result JSON's ``rerank`` object) holds the reranker's
   name and fingerprint, the first stage actually used (kind, name, fingerprint) and ``k``;
   a benchmark that reranks its own candidate lists whole (FollowIR) records the first stage
@@ -81,6 +82,14 @@ class RerankSettings:
     def first_stages(self, models: list[str]) -> list[str]:
         """The first stage of each column group: the models, or ``bm25`` / ``candidates``."""
         return list(models) if self.first_stage == "model" else [self.first_stage]
+
+    def columns(self, models: list[str]) -> list[str]:
+        """The name of every column (`Ranker.name`), in evaluation order."""
+        return [
+            first if item is None else reranked_name(reranker_name(item), first)
+            for first in self.first_stages(models)
+            for item in self.rerankers or [None]
+        ]
 
 
 def check_reranker_folder(folder: str) -> None:
