@@ -174,6 +174,7 @@ def report(
         n_resamples=resamples,
         sections=report_sections(review, run_dirs),
         metrics=parse_prefixes(metrics),
+        read=list(review or []),
     )
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
         files = report_sweep(run_dirs[0], out, options)

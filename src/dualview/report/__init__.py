@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dualview.errors import DualviewError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.paths import check_outputs
 from dualview.report.compare import (
     check_pairs,
     compare_rows,
@@ -25,7 +27,13 @@ from dualview.report.plots import (
     metric_bars,
     pmrr_distributions,
 )
-from dualview.report.table import ConfigResult, keep_metrics, to_csv, to_markdown
+from dualview.report.table import (
+    ConfigResult,
+    keep_metrics,
+    metric_kept,
+    to_csv,
+    to_markdown,
+)
 
 __all__ = ["ConfigResult", "ReportFiles", "ReportOptions", "write_report"]
 
@@ -49,9 +57,12 @@ class ReportOptions:
     ``sections``: extra ``(heading, markdown)`` sections appended as given (e.g. a human
     review summary).
     ``metrics``: metric name prefixes to keep (``["paired p-MRR", "phenomena"]``); the
-    tables, comparisons and figures show only those metrics (empty: all). Holm's correction
-    runs over each metric's comparisons, so it does not change with this choice; the error
-    analysis still reads every metric it needs.
+    tables, comparisons and figures show only those metrics (empty: all); a prefix that no
+    metric of the report starts with is an error. Holm's correction runs over each metric's
+    comparisons, so it does not change with this choice; the error analysis still reads
+    every metric it needs.
+    ``read``: files the report read besides the results (verdict files): none of the
+    report's files may be one of them.
     """
 
     comparisons: Sequence[tuple[str, str]] | None = None
@@ -61,6 +72,33 @@ class ReportOptions:
     flip_limit: int = 10
     sections: list[tuple[str, str]] = field(default_factory=list)
     metrics: Sequence[str] = ()
+    read: Sequence[Path] = ()
+
+
+#: the files `write_report` may write into its folder
+REPORT_FILES = (
+    "report.md",
+    "report.csv",
+    "significance.csv",
+    "significance.json",
+    "differences.png",
+    "metrics.png",
+    "pmrr_per_query.png",
+    "loss.png",
+)
+
+
+def check_metric_prefixes(rows: list[ConfigResult], prefixes: Sequence[str]) -> None:
+    """Raise a `DualviewError` for a prefix that no metric of ``rows`` starts with (a typo
+    would otherwise give an empty or partial table)."""
+    metrics = list(dict.fromkeys(m for row in rows for m in row.metrics))
+    for prefix in prefixes:
+        if not any(metric_kept(metric, [prefix]) for metric in metrics):
+            known = ", ".join(metrics[:12]) + (", ..." if len(metrics) > 12 else "")
+            raise DualviewError(
+                f"--metrics {prefix!r}: no metric of this report starts with it "
+                f"(metrics: {known or 'none'})"
+            )
 
 
 def write_report(
@@ -72,8 +110,10 @@ def write_report(
     """Write ``report.md``, ``report.csv``, ``significance.csv``/``.json`` and the PNG plots
     into ``out_dir``."""
     options = options or ReportOptions()
-    every_metric, rows = rows, [keep_metrics(row, options.metrics) for row in rows]
     out = Path(out_dir)
+    check_metric_prefixes(rows, options.metrics)
+    check_outputs([out / name for name in REPORT_FILES], options.read)
+    every_metric, rows = rows, [keep_metrics(row, options.metrics) for row in rows]
     out.mkdir(parents=True, exist_ok=True)
     markdown = to_markdown(rows, title=title)
     comparisons = compare_rows(rows, options.comparisons, options.n_resamples, options.seed)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dualview.errors import DataError
 from dualview.review.store import FAILURE_LABELS, FAILURE_MODES, latest_verdicts
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -209,6 +210,9 @@ def report_sections(
     each run folder's ``review.jsonl`` (where ``dualview review RUN`` writes) that exists."""
     files = list(verdict_files or [Path(d) / "review.jsonl" for d in run_dirs])
     files = [f for f in files if verdict_files or Path(f).is_file()]
+    for given in verdict_files or []:  # a file named on purpose must exist (no empty section)
+        if not Path(given).exists():
+            raise DataError(given, None, "file", "does not exist (a verdict file of review)")
     return [(f"Human review ({Path(f).name})", markdown(review_summary(f))) for f in files]
 
 
