@@ -148,7 +148,7 @@ class ReviewApp:
             return JSONResponse({"error": "expected application/json"}, 415)
         try:
             body = await request.json()
-            index = int(body["index"])
+            index = _item_number(body["index"])
             if not 0 <= index < len(self.review.items):
                 raise ValueError("no such item")
             item = self.review.items[index]
@@ -197,6 +197,14 @@ class ReviewApp:
         ]
         middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or ["*"])]
         return Starlette(routes=routes, middleware=middleware)
+
+
+def _item_number(value: Any) -> int:
+    """The ``index`` of a posted verdict: an integer (not a float such as ``1e999``, which
+    JSON reads as infinity, nor a boolean or a string)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"index: expected the item's number (an integer), not {value!r:.40}")
+    return value
 
 
 def create_app(

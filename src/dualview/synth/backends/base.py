@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from pydantic import Field
+
 from dualview.config import StrictModel
 from dualview.errors import DualviewError
 
@@ -39,11 +41,12 @@ class BackendConfig(StrictModel):
     base_url: str | list[str] | None = None
     # NAME of the environment variable that holds the API key (never the key itself).
     api_key_env: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    # Exponential backoff between retries: base * 2**attempt, capped, with full jitter.
-    retry_base_s: float = 1.0
-    retry_max_s: float = 60.0
+    timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    max_retries: int = Field(default=6, ge=0)
+    # Exponential backoff between retries: base * 2**attempt, capped, with full jitter. The
+    # cap bounds a server's Retry-After too.
+    retry_base_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    retry_max_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
     # Several base URLs: an endpoint failing this many calls in a row is out for cooldown_s.
     trip_after: int = 3
     cooldown_s: float = 30.0

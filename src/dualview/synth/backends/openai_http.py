@@ -3,7 +3,9 @@
 Retries: 408/409/425/429, every 5xx, a 200 whose body is not a completion, connection errors
 and timeouts are retried up to ``max_retries`` times, waiting
 ``min(retry_max_s, retry_base_s * 2**attempt)`` scaled by a random factor in [0.5, 1]
-(jitter), or at least what the server asks for in ``Retry-After``. Any other
+(jitter), or what the server asks for in ``Retry-After`` when that is longer, but never
+more than ``retry_max_s`` (a server asking for days, or a date in year 9999, does not stall
+the run: the call is retried after ``retry_max_s``, then given up as usual). Any other
 4xx cannot succeed on retry and stops the run at once (`BackendError`). The API key is
 read from the environment variable named by ``api_key_env`` and never appears in a message.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import os
 import random
 import time
@@ -35,22 +38,35 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date)."""
+def parse_retry_after(
+    value: str | None, now: float | None = None, cap: float = math.inf
+) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date), at
+    most ``cap``; None for a header that is neither (``nan``, ``soon``)."""
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = _seconds_until(value, time.time() if now is None else now)
+    if seconds is None or math.isnan(seconds):
+        return None
+    return min(cap, max(0.0, seconds))
+
+
+def _seconds_until(date: str, now: float) -> float | None:
+    """Seconds from ``now`` to an HTTP date (negative when past); None if it is not one."""
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError, OverflowError):
         return None
     if when is None:
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    try:
+        return when.timestamp() - now
+    except (OverflowError, OSError, ValueError):  # beyond what the platform's clock holds
+        return math.inf
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
@@ -165,7 +181,7 @@ class OpenAIBackend:
                     last_problem = f"malformed response: {_scrub(text, self._key)}"
                 elif status in RETRYABLE_STATUS or status >= 500:
                     last_problem = f"HTTP {status}: {_scrub(text, self._key)}"
-                    wait_hint = parse_retry_after(retry_after)
+                    wait_hint = parse_retry_after(retry_after, cap=self.config.retry_max_s)
                 else:
                     raise BackendError(
                         f"{self.config.base_url} answered HTTP {status} "
@@ -208,8 +224,9 @@ class OpenAIBackend:
 
 
 def _count(value: Any) -> int:
-    """A token count from the usage block; anything that is not a number counts as 0."""
+    """A token count from the usage block; anything that is not a finite number (``1e999``
+    parses as infinity, ``NaN`` too) counts as 0."""
     try:
         return max(0, int(value or 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
