@@ -121,6 +121,8 @@ def test_the_error_analysis_stays_when_its_metric_is_not_shown(tmp_path: Path) -
     _eval_json(tmp_path / "eval" / "a", files, ARM_A)
     _eval_json(tmp_path / "eval" / "b", files, ARM_B)
     rows = collect_rows(tmp_path / "eval", {"A": "a", "B": "b"})
+    for row in rows:  # the metric shown (a prefix that matches nothing is an error)
+        row.metrics["paired p-MRR"] = 1.0
     options = ReportOptions(error_pairs=[("A", "B")], n_resamples=200, metrics=["paired p-MRR"])
     md = write_report(rows, tmp_path / "report", "t", options).markdown.read_text()
     assert "### Error analysis: A vs B on paired" in md

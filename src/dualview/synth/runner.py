@@ -112,7 +112,12 @@ def job_outputs(out: Path, config: RunnerConfig) -> list[Path]:
     """Every file a run into ``out`` writes: its `result_files`, the cache and its lock
     (what must not be one of the run's inputs)."""
     cache = cache_path(out, config)
-    return [*result_files(out), cache, cache.with_name(cache.name + ".lock")]
+    return [*result_files(out), cache, _lock_path(cache)]
+
+
+def _lock_path(cache: Path) -> Path:
+    """The lock that makes one run the only writer of ``cache``."""
+    return cache.with_name(cache.name + ".lock")
 
 
 class JobFailed(DualviewError):
@@ -198,7 +203,7 @@ class Runner:
         cache_file = cache_path(out, self.config)
         tally = Tally()
         # One writer per cache (and so per output): a second run on it stops with exit 2.
-        with exclusive(cache_file.with_name(cache_file.name + ".lock"), "synthesis cache"):
+        with exclusive(_lock_path(cache_file), "synthesis cache"):
             cache = ResultCache(cache_file)
             try:
                 errors = await self._execute(units, lo, hi, cache, tally)
