@@ -108,13 +108,22 @@ def test_a_reranker_folder_is_refused_as_a_bi_encoder(folders, saved: str) -> No
         load_sentence_transformer(str(folders[saved]))
 
 
-def test_a_sentence_transformers_cross_encoder_without_our_marker_is_refused(
-    folders, tmp_path: Path
+@pytest.mark.parametrize(
+    ("removed", "why"),
+    [
+        ([RERANKER_FILE], r"config_sentence_transformers\.json says CrossEncoder"),
+        ([RERANKER_FILE, "config_sentence_transformers.json"], "BertForSequenceClassification"),
+    ],
+)
+def test_a_cross_encoder_without_our_marker_is_refused_as_a_bi_encoder(
+    folders, tmp_path: Path, removed: list[str], why: str
 ) -> None:
     plain = tmp_path / "st-cross"
     shutil.copytree(folders["cross"], plain)
-    (plain / RERANKER_FILE).unlink()
-    with pytest.raises(ConfigError, match=r"config_sentence_transformers\.json says CrossEncoder"):
+    for name in removed:
+        (plain / name).unlink()
+    (plain / "dualview_model.json").write_text('{"query_template": "{query} {instruction}"}')
+    with pytest.raises(ConfigError, match=f"holds a reranker \\(kind cross_encoder: .*{why}"):
         load_sentence_transformer(str(plain))
 
 
@@ -126,6 +135,32 @@ def test_eval_refuses_a_reranker_as_model_with_exit_2(folders, tmp_path: Path) -
     assert "Traceback" not in result.stderr
     assert f"error: {folders['llm']}: holds a reranker (kind llm_reranker" in result.stderr
     assert not list(out.rglob("*.json"))  # nothing was scored
+
+
+def _st_bi_encoder(encoder: Path, folder: Path) -> Path:
+    """``encoder`` saved as a sentence-transformers bi-encoder folder (mean pooling)."""
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(str(encoder), device="cpu").save(str(folder))
+    return folder
+
+
+def test_a_bi_encoder_folder_whose_weights_do_not_fit_is_an_error(folders, tmp_path) -> None:
+    folder = _st_bi_encoder(folders["encoder"], tmp_path / "bi")
+    shutil.copyfile(folders["lm"] / "model.safetensors", folder / "model.safetensors")
+    with pytest.raises(ModelLoadError, match=r"missing from the folder.*another kind of model"):
+        load_sentence_transformer(str(folder))
+
+
+def test_a_bi_encoder_without_the_pooler_it_never_reads_still_loads(folders, tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = _st_bi_encoder(folders["encoder"], tmp_path / "bi")
+    weights = load_file(folder / "model.safetensors")
+    kept = {k: v for k, v in weights.items() if not k.startswith("pooler.")}
+    assert len(kept) < len(weights)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    assert load_sentence_transformer(str(folder)).get_embedding_dimension() == 32
 
 
 def _with_marker(folder: Path, marker_of: Path, tmp_path: Path) -> Path:
@@ -152,7 +187,7 @@ def test_a_marker_that_does_not_match_the_weights_is_an_error(
     folder = _with_marker(folders[weights], folders[marker], tmp_path)
     with pytest.raises(ConfigError, match=f"{folder}: not a readable {label} folder") as caught:
         load_reranker(folder, "cpu")
-    assert "are not in the folder" in str(caught.value)
+    assert "missing from the folder" in str(caught.value)
 
 
 def test_saved_rerankers_load_and_a_new_head_still_trains_from_an_encoder(folders) -> None:

@@ -18,7 +18,6 @@ bi-encoder is expected, instead of letting sentence-transformers read it as one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -48,30 +47,39 @@ def model_info(folder: str | Path) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def _st_model_type(folder: Path) -> str | None:
-    """The ``model_type`` of `ST_CONFIG_FILE` (None without one, or one that is unreadable:
-    sentence-transformers reports that itself)."""
-    try:
-        info = json.loads((folder / ST_CONFIG_FILE).read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError):
-        return None
-    kind = info.get("model_type") if isinstance(info, dict) else None
-    return kind if isinstance(kind, str) else None
+def _json_field(path: Path, field: str) -> Any:
+    """``field`` of the JSON object in ``path`` (None without the file or the field)."""
+    info = read_json_file(path) if path.is_file() else None
+    return info.get(field) if isinstance(info, dict) else None
+
+
+def reranker_evidence(folder: Path) -> tuple[str, str] | None:
+    """``(kind, why)`` when ``folder`` holds a reranker: its `RERANKER_FILE`, a
+    sentence-transformers ``CrossEncoder`` (`ST_CONFIG_FILE`), or weights saved with a
+    sequence-classification head (``config.json``); None for any other folder."""
+    kind = reranker_kind(folder)
+    if kind is not None:
+        return kind, RERANKER_FILE
+    if _json_field(folder / ST_CONFIG_FILE, "model_type") == "CrossEncoder":
+        return "cross_encoder", f"{ST_CONFIG_FILE} says CrossEncoder"
+    architectures = _json_field(folder / "config.json", "architectures")
+    heads = [a for a in architectures or [] if str(a).endswith("ForSequenceClassification")]
+    if heads:
+        return "cross_encoder", f"config.json: weights of a {heads[0]}"
+    return None
 
 
 def require_bi_encoder(name: str | Path) -> None:
     """Refuse a folder that holds a reranker where a bi-encoder is expected (eval's MODEL,
-    mine's ``model``): sentence-transformers would read its backbone with mean pooling and
-    score it as an embedding model. Hub names and other folders pass."""
+    mine's ``model``), whatever other marker it has: sentence-transformers would read its
+    backbone with mean pooling and score it as an embedding model. Hub names and other
+    folders pass."""
     folder = Path(name)
-    if not folder.is_dir():
-        return
-    kind, marker = reranker_kind(folder), RERANKER_FILE
-    if kind is None and _st_model_type(folder) == "CrossEncoder":
-        kind, marker = "cross_encoder", f"{ST_CONFIG_FILE} says CrossEncoder"
-    if kind is not None:
+    found = reranker_evidence(folder) if folder.is_dir() else None
+    if found is not None:
+        kind, why = found
         raise ConfigError(
-            f"{folder}: holds a reranker (kind {kind}: {marker}), not a bi-encoder; pass it "
+            f"{folder}: holds a reranker (kind {kind}: {why}), not a bi-encoder; pass it "
             "to eval with --reranker, after a first-stage MODEL or with --first-stage bm25"
         )
 

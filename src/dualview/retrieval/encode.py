@@ -41,7 +41,7 @@ import numpy as np
 from dualview.errors import DualviewError, warn_once
 from dualview.models.fingerprint import update_with_weights
 from dualview.models.interaction import encode_instructed_queries
-from dualview.models.pretrained import from_pretrained
+from dualview.models.pretrained import UNUSED_BY_EMBEDDINGS, load_whole
 from dualview.models.saved import load_interaction_head, require_bi_encoder
 from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
@@ -64,13 +64,15 @@ _LOOKUP_BATCH = 900
 def load_sentence_transformer(name: str, device: str | None = None, **kwargs: Any) -> Any:
     """Load ``name`` (path, Hub name, ``embedded:minilm``) as a ``SentenceTransformer``.
 
-    A model that cannot be found or loaded, or a folder that holds a reranker
-    (`dualview.models.saved.require_bi_encoder`), is a one-line `DualviewError`.
+    A model that cannot be found or loaded, a folder that holds a reranker
+    (`dualview.models.saved.require_bi_encoder`), or one whose weights do not cover the model
+    (`dualview.models.pretrained.load_whole`) is a one-line `DualviewError`.
     """
     from sentence_transformers import SentenceTransformer
 
     require_bi_encoder(resolve_model_path(name))
-    return from_pretrained(SentenceTransformer, name, key=None, device=device, **kwargs)
+    unused = UNUSED_BY_EMBEDDINGS
+    return load_whole(SentenceTransformer, name, None, unused, device=device, **kwargs)
 
 
 def text_key(text: str, prompt: str | None) -> str:
