@@ -108,6 +108,36 @@ def _cases():
         config.write_text("runner: {concurrency: 2}\n")
         return ["synth", str(src), str(config), *LLM, "{URL}", "--config", str(config)], config
 
+    def synth_merge_into_a_shard(root):
+        from dualview.synth.jobs import load_job, run_job
+
+        src, shard = _records(root), root / "s.jsonl"
+        with StubServer() as server:
+            sets = [
+                "backend.kind=openai",
+                "backend.model=stub",
+                f"backend.base_url={server.base_url}",
+            ]
+            run_job("reverse", load_job("reverse", None, sets), src, shard)
+        return ["synth-merge", str(shard), str(shard)], shard
+
+    def mine_out_is_input(root):
+        from tests.train_tiny import make_tiny_encoder
+
+        src, config = _records(root), root / "mine.yaml"
+        model = make_tiny_encoder(root / "tiny")
+        config.write_text(json.dumps({"model": str(model), "num_negatives": 2, "rank_end": 5}))
+        return ["mine", str(src), "-o", str(src), "--config", str(config)], src
+
+    def gold_build_into_its_source(root):
+        from dualview.data import gold
+
+        folder = root / "source"
+        folder.mkdir()
+        shutil.copyfile(gold.SOURCE_DIR / "food.jsonl", folder / "food.jsonl")
+        shutil.copyfile(gold.GOLD_DIR / "CARD.md", folder / "CARD.md")
+        return ["data", "gold-build", "--source", str(folder), "--out", str(folder)], folder
+
     def mix_out_is_input(root):
         src = _records(root)
         return ["mix", str(src), "-o", str(src), "--preset", "ins-orig", "--size", "4"], src
