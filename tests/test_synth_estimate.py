@@ -18,6 +18,7 @@ from dualview.synth.estimate import (
     common_prefix,
     finish,
     parse_price,
+    parse_tokens_per_s,
 )
 from dualview.synth.jobs import estimate_job, load_job, run_job
 from dualview.synth.testing import StubServer
@@ -80,12 +81,12 @@ def test_approximation_price_and_hours() -> None:
     from dualview.synth.estimate import Estimate
 
     estimate = Estimate("reverse", 10, 10, 2_000_000, 500_000, 5_120, 1_000_000, APPROX_LABEL)
-    finish(estimate, "0.10,0.40", 1250.0)
+    finish(estimate, parse_price("0.10,0.40"), 1250.0)
     assert estimate.cost == pytest.approx(0.2 + 0.2)
     assert estimate.server_hours == pytest.approx(2_500_000 / 1250 / 3600)
     assert estimate.shared_share == 0.5
-    with pytest.raises(ConfigError, match="positive"):
-        finish(estimate, None, 0.0)
+    with pytest.raises(ConfigError, match="> 0"):
+        parse_tokens_per_s("0")
 
 
 def test_cli_estimate_prints_figures_and_writes_nothing(tmp_path: Path) -> None:

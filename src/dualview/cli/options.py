@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from dualview.synth.estimate import Prices, parse_price, parse_tokens_per_s
+
 Backend = Annotated[str | None, typer.Option(help="openai | local | vllm")]
 Model = Annotated[str | None, typer.Option(help="Model name or local path.")]
 BaseUrl = Annotated[
@@ -56,10 +58,14 @@ Estimate = Annotated[
         "would use, then stop (nothing sent, nothing written).",
     ),
 ]
+# Both are checked where they are parsed (one located error, exit 2; no nan or inf).
 PricePerMtok = Annotated[
-    str | None,
+    Prices | None,
     typer.Option(
-        "--price-per-mtok", help="IN,OUT: price per million prompt and completion tokens."
+        "--price-per-mtok",
+        help="IN,OUT: price per million prompt and completion tokens.",
+        parser=parse_price,
+        metavar="IN,OUT",
     ),
 ]
 ServerTokensPerS = Annotated[
@@ -67,5 +73,7 @@ ServerTokensPerS = Annotated[
     typer.Option(
         "--server-tokens-per-s",
         help="Tokens (prompt + completion) the server handles per second: server hours.",
+        parser=parse_tokens_per_s,
+        metavar="N",
     ),
 ]

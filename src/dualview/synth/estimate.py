@@ -27,7 +27,7 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
@@ -222,24 +222,49 @@ def estimate_task(
     )
 
 
-def parse_price(text: str) -> tuple[float, float]:
-    """``IN,OUT`` (price per million prompt and completion tokens) as two floats."""
-    parts = text.split(",")
+class Prices(NamedTuple):
+    """``--price-per-mtok IN,OUT``: currency per million prompt and completion tokens."""
+
+    prompt: float
+    completion: float
+
+
+def _finite(text: str) -> float | None:
+    """``text`` as a finite float, or None (not a number, nan, inf, or beyond a float)."""
     try:
-        values = tuple(float(p) for p in parts)
+        value = float(text)
     except ValueError:
-        values = ()
-    if len(values) != 2 or min(values) < 0:
-        raise ConfigError(f"--price-per-mtok {text!r}: expected IN,OUT, e.g. 0.10,0.40")
-    return values[0], values[1]
+        return None
+    return value if math.isfinite(value) else None
 
 
-def finish(estimate: Estimate, price: str | None, tokens_per_s: float | None) -> Estimate:
-    """Add cost and server hours when asked for."""
-    if price:
-        estimate.price(*parse_price(price))
+def parse_price(text: str) -> Prices:
+    """``IN,OUT`` (price per million prompt and completion tokens): two finite numbers
+    >= 0, checked where the option is parsed (`dualview.cli.options.PricePerMtok`)."""
+    values = [_finite(part) for part in text.split(",")]
+    if len(values) != 2 or any(v is None or v < 0 for v in values):
+        raise ConfigError(
+            f"--price-per-mtok {text!r}: expected IN,OUT, two finite numbers >= 0, e.g. 0.10,0.40"
+        )
+    return Prices(*(v for v in values if v is not None))
+
+
+def parse_tokens_per_s(text: str) -> float:
+    """``--server-tokens-per-s N``: a finite number > 0, checked where it is parsed."""
+    value = _finite(text)
+    if value is None or value <= 0:
+        raise ConfigError(f"--server-tokens-per-s {text!r}: expected a finite number > 0")
+    return value
+
+
+def finish(estimate: Estimate, price: Prices | None, tokens_per_s: float | None) -> Estimate:
+    """Add cost and server hours when asked for (``price`` and ``tokens_per_s`` as
+    `parse_price` and `parse_tokens_per_s` return them)."""
+    if price is not None:
+        estimate.price(*price)
     if tokens_per_s is not None:
-        if tokens_per_s <= 0:
-            raise ConfigError(f"--server-tokens-per-s {tokens_per_s}: must be positive")
         estimate.hours(tokens_per_s)
+    for name, value in (("cost", estimate.cost), ("server hours", estimate.server_hours)):
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"estimate: the {name} is too large to print; check the figures")
     return estimate
