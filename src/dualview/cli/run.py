@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualview.cli import options
@@ -195,17 +196,22 @@ def _pairs_option(values: list[str] | None) -> list[tuple[str, str]] | None:
 
 
 def _print_table(csv_path: Path) -> None:
-    """The report's CSV as a terminal table, best value per column in bold."""
+    """The report's CSV as a terminal table, best value per column in bold. Every cell is
+    printed as written (escaped): a sweep's row ``Ins-orig [max_steps=40]`` is not markup."""
     with csv_path.open(newline="") as handle:
         header, *rows = list(csv.reader(handle))
     best = dict(zip(header, rows.pop(), strict=True)) if rows and rows[-1][0] == "best" else {}
-    table = Table(title=csv_path.parent.name)
+    table = Table(title=escape(csv_path.parent.name))
     for column in header:
         first = column == header[0]
-        table.add_column(column, justify="left" if first else "right", no_wrap=first)
+        justify = "left" if first else "right"
+        # a row name is never cut: two rows cut to one prefix would read the same
+        table.add_column(escape(column), justify=justify, overflow="fold" if first else "ellipsis")
     for row in rows:
         cells = [
-            f"[bold]{value}[/]" if row[0] in best.get(column, "").split(BEST_SEPARATOR) else value
+            f"[bold]{escape(value)}[/]"
+            if row[0] in best.get(column, "").split(BEST_SEPARATOR)
+            else escape(value)
             for column, value in zip(header, row, strict=True)
         ]
         table.add_row(*cells)
@@ -215,9 +221,9 @@ def _print_table(csv_path: Path) -> None:
 def _show_report(report_dir: Path) -> None:
     if (report_dir / "report.csv").is_file():
         _print_table(report_dir / "report.csv")
-        console.print(f"report: {report_dir / 'report.md'}")
+        console.print(f"report: {report_dir / 'report.md'}", markup=False)
         for png in sorted(report_dir.glob("*.png")):
-            console.print(f"plot:   {png}")
+            console.print(f"plot:   {png}", markup=False)
 
 
 def _print_files(files) -> None:

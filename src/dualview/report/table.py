@@ -33,7 +33,8 @@ class ConfigResult:
     metrics: dict[str, float] = field(default_factory=dict)
     per_query: dict[str, list[float]] = field(default_factory=dict)
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
-    # Over several runs (seeds): sample standard deviation per metric, and the run count.
+    # Over several runs (seeds): sample standard deviation per metric (only for a metric
+    # with values from two runs or more: one run has none), and the run count.
     spread: dict[str, float] = field(default_factory=dict)
     runs: int = 1
     # Per column with per-query values: query id -> its value in each run (significance).
@@ -80,7 +81,8 @@ def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
         for column in dict.fromkeys(c for r in rows for c in r.metrics):
             values = [r.metrics[column] for r in rows if column in r.metrics]
             out.metrics[column] = statistics.fmean(values)
-            out.spread[column] = statistics.stdev(values) if len(values) > 1 else 0.0
+            if len(values) > 1:  # one value has no standard deviation (not 0)
+                out.spread[column] = statistics.stdev(values)
         for key in dict.fromkeys(k for r in rows for k in r.per_query):
             out.per_query[key] = [v for r in rows for v in r.per_query.get(key, [])]
         for r in rows:
@@ -136,11 +138,15 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
+def _sd(row: ConfigResult, column: str) -> str:
+    """The standard deviation as printed; empty where it has none (a single run)."""
+    return _fmt(row.spread[column]) if column in row.spread else ""
+
+
 def _cell(row: ConfigResult, column: str) -> str:
     text = _fmt(row.metrics.get(column))
-    if row.runs > 1 and column in row.spread:
-        text += f" ± {row.spread[column]:.2f}"
-    return text
+    sd = _sd(row, column)
+    return f"{text} ± {sd}" if sd else text
 
 
 def to_markdown(rows: list[ConfigResult], title: str | None = None) -> str:
@@ -177,7 +183,7 @@ def to_csv(rows: list[ConfigResult]) -> str:
     writer.writerow(["configuration", *columns, *sd_columns])
     for row in rows:
         values = [_fmt(row.metrics.get(c)) for c in columns]
-        spreads = [_fmt(row.spread.get(c)) for c in columns] if with_spread else []
+        spreads = [_sd(row, c) for c in columns] if with_spread else []
         writer.writerow([row.name, *values, *spreads])
     names = [BEST_SEPARATOR.join(best.get(c, [])) for c in columns]
     writer.writerow(["best", *names, *([""] * len(sd_columns))])
