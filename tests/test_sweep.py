@@ -294,7 +294,7 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
 
     # a third seed and a new value: only the new arm runs run
     spec["seeds"] = [1, 2, 3]
-    spec["parameters"]["training.overrides.data.view_policy"].append("mixed")
+    spec["parameters"]["training.overrides.data.view_policy"].append("random")
     bigger = load_sweep(_write(tmp_path, spec))
     assert bigger is not None
     console = Console(record=True, width=250)
@@ -311,9 +311,9 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
         {Path(out).parent.relative_to(tmp_path / "sweep").as_posix() for _, out in calls.log}
     )
     assert ran == [
-        "view_policy=mixed/seed=1",
-        "view_policy=mixed/seed=2",
-        "view_policy=mixed/seed=3",
+        "view_policy=random/seed=1",
+        "view_policy=random/seed=2",
+        "view_policy=random/seed=3",
         "view_policy=separate/seed=3",
         "view_policy=together/seed=3",
     ]
@@ -329,7 +329,7 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
     rows = {(c["arm"], c["control"]): c for c in json.loads(files.significance.read_text())}
     assert set(rows) == {
         (f"Ins-DV [view_policy={p}]", f"Ins-orig [view_policy={p}]")
-        for p in ("together", "separate", "mixed")
+        for p in ("together", "separate", "random")
     }
     separate = rows[("Ins-DV [view_policy=separate]", "Ins-orig [view_policy=separate]")]
     together = rows[("Ins-DV [view_policy=together]", "Ins-orig [view_policy=together]")]
@@ -341,7 +341,7 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
     # the CLI: `dualview report SWEEP_DIR` is the same sweep report
     result = run_cli("report", str(tmp_path / "sweep"), "--out", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "| Ins-DV [view_policy=mixed] |" in (tmp_path / "r" / "report.md").read_text()
+    assert "| Ins-DV [view_policy=random] |" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_control_can_be_an_arm_or_a_row(tmp_path: Path) -> None:

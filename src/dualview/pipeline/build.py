@@ -25,9 +25,18 @@ import shutil
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
+from pydantic import ValidationError
+
+from dualview.config import (
+    ConfigError,
+    apply_overrides,
+    flag_overrides,
+    format_validation_error,
+    read_yaml,
+    validate_config,
+)
 from dualview.data import formats
 from dualview.data.jsonl import iter_records
 from dualview.data.mix import MixConfig, build_mix, preset_config
@@ -41,10 +50,16 @@ from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, Sourc
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.report.run_report import CONFIGURATIONS
 
+if TYPE_CHECKING:
+    from dualview.train.config import TrainConfig
+
 LLM_CACHE = "llm-cache"  # RUN_DIR/llm-cache/<task>.cache.jsonl: answers of every LLM stage
 RECORDS = "records.jsonl"  # every source record kept (orig + plain)
 ORIG = "orig.jsonl"  # the orig records handed to synthesis
 DV = "dv.jsonl"  # the dual-view records that training may use
+# Mix size ``auto`` before the dual views exist (`resolve_stages`): any even size checks
+# the rest of the mix config.
+AUTO_SIZE_CHECK = 2
 
 
 def read_source(spec: SourceSpec) -> Iterator[Record]:
@@ -174,11 +189,14 @@ def verify_stage(exp: Experiment, dv_source: str, reuse_from: tuple[Path, ...] =
     return run
 
 
-def mix_size(spec: MixSpec, dv_file: Path) -> int:
-    """The mix size: as given, or for ``auto`` twice the dual-view records (capped, even)."""
+def mix_size(spec: MixSpec, dv_file: Path | None) -> int:
+    """The mix size: as given, or for ``auto`` twice the dual-view records (capped, even);
+    `AUTO_SIZE_CHECK` before they exist (``dv_file`` None: a check of the config)."""
     if spec.size != "auto":
         assert isinstance(spec.size, int)
         return spec.size
+    if dv_file is None:
+        return AUTO_SIZE_CHECK
     size = 2 * count_lines(dv_file)
     if spec.max_size is not None:
         size = min(size, spec.max_size - spec.max_size % 2)
@@ -187,8 +205,14 @@ def mix_size(spec: MixSpec, dv_file: Path) -> int:
     return size
 
 
-def mix_config(exp: Experiment, spec: MixSpec, dv_file: Path) -> MixConfig:
-    if spec.preset is not None:
+def mix_config(exp: Experiment, spec: MixSpec, dv_file: Path | None) -> MixConfig:
+    """The mix's validated config; errors name the experiment's source and the mix
+    (``dv_file`` None: a check before the dual views exist, see `mix_size`)."""
+    where = f"{exp.source}: mixes: {spec.name}"
+    if spec.preset is None:
+        data = {"name": spec.name, "seed": exp.seed, "extra_dv": exp.extra_dv}
+        return validate_config(MixConfig, {**data, **(spec.config or {})}, where)
+    try:
         config = preset_config(
             spec.preset,
             mix_size(spec, dv_file),
@@ -196,9 +220,11 @@ def mix_config(exp: Experiment, spec: MixSpec, dv_file: Path) -> MixConfig:
             negatives=exp.negatives,
             extra_dv=exp.extra_dv,
         )
-        return config.model_copy(update={"name": spec.name})
-    data = {"name": spec.name, "seed": exp.seed, "extra_dv": exp.extra_dv, **(spec.config or {})}
-    return validate_config(MixConfig, data, f"experiment mix {spec.name}")
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, where)) from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return config.model_copy(update={"name": spec.name})
 
 
 def mix_stage(exp: Experiment, spec: MixSpec, dv_stage: str):
@@ -211,14 +237,40 @@ def mix_stage(exp: Experiment, spec: MixSpec, dv_stage: str):
     return run
 
 
+def _section(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``data[key]``, a mapping (made empty when missing)."""
+    section = data.setdefault(key, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: {key}: expected a mapping, not {section!r}")
+    return section
+
+
 def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
     """The base training YAML with the experiment's overrides (and backbone) applied."""
     data = read_yaml(exp.training.base) if exp.training.base else exp.training.config or {}
     data = apply_overrides(copy.deepcopy(data), flag_overrides(exp.training.overrides))
     data.setdefault("seed", exp.seed)
     if backbone is not None:
-        data.setdefault("model", {})["name_or_path"] = backbone
+        _section(data, "model", f"{exp.source}: training")["name_or_path"] = backbone
     return data
+
+
+def train_config(
+    exp: Experiment, backbone: str | None, train_file: Path, output_dir: Path
+) -> TrainConfig:
+    """The training stage's validated config; errors name the experiment's source."""
+    from dualview.train.config import TrainConfig
+
+    where = f"{exp.source}: training"
+    data = train_config_dict(exp, backbone)
+    _section(data, "data", where)["train_file"] = str(train_file)
+    data["output_dir"] = str(output_dir)
+    return validate_config(TrainConfig, data, where)
+
+
+def backbones(exp: Experiment) -> dict[str, str | None]:
+    """Backbone label -> model (``{"": None}``: the training config's own model)."""
+    return dict(exp.training.backbones) or {"": None}
 
 
 def train_stage(
@@ -229,13 +281,9 @@ def train_stage(
 
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         from dualview.hub.model_card import write_model_card
-        from dualview.train.config import TrainConfig
         from dualview.train.trainer import train
 
-        data = train_config_dict(exp, backbone)
-        data.setdefault("data", {})["train_file"] = str(up[mix_stage_name] / "train.jsonl")
-        data["output_dir"] = str(out)
-        config = validate_config(TrainConfig, data, "experiment training")
+        config = train_config(exp, backbone, up[mix_stage_name] / "train.jsonl", out)
         resume = (out / "checkpoints").exists()
         result = train(config, resume=resume, allow_config_change=allow_config_change)
         if result.interrupted:
@@ -405,7 +453,6 @@ def training_stages(
 ) -> tuple[list[Stage], dict[str, str]]:
     """One mix stage per mix and one training stage per mix and backbone; also the report
     row label of each training stage."""
-    backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
     stages: list[Stage] = []
     trained: dict[str, str] = {}
     for spec in exp.mixes:
@@ -424,7 +471,7 @@ def training_stages(
                 description=f"build the {spec.name} training mix",
             )
         )
-        for label, backbone in backbones.items():
+        for label, backbone in backbones(exp).items():
             stage_name = f"train-{spec.name}" + (f"-{label}" if label else "")
             stages.append(
                 Stage(
@@ -441,10 +488,9 @@ def training_stages(
 
 def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
     """Evaluation of the base models and the trained ones, then the report."""
-    backbones: dict[str, str | None] = dict(exp.training.backbones) or {"": None}
     bases = {
         ("base" + (f" ({label})" if label else "")): base_model_name(exp, backbone)
-        for label, backbone in backbones.items()
+        for label, backbone in backbones(exp).items()
     }
     evaluation = Stage(
         "eval",
@@ -458,12 +504,64 @@ def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
     return [evaluation, report]
 
 
+def _check_format(spec: SourceSpec | None, where: str) -> None:
+    """A source's reader exists (the gold set needs none)."""
+    if spec is not None and not spec.path.startswith(GOLD_PREFIX):
+        try:
+            formats.get_reader(spec.format)
+        except DualviewError as exc:
+            raise ConfigError(f"{where}: format: {exc}") from None
+
+
+def _llm_jobs(exp: Experiment) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(experiment section, task, job)`` of each LLM stage that runs."""
+    jobs = [("seeding", "seed", exp.seeding.job)] if exp.seeding is not None else []
+    if exp.synthesis.enabled:
+        jobs.append(("synthesis", "reverse", exp.synthesis.job))
+    if exp.verification.enabled:
+        jobs.append(("verification", "verify", exp.verification.job))
+    return jobs
+
+
+def resolve_stages(exp: Experiment) -> dict[str, Any]:
+    """Build and validate every config the stages of ``exp`` will build (source formats,
+    LLM jobs, mixes, training configs with their overrides), running nothing: a dry run
+    fails where the run would, with the same located error. Returns the experiment as its
+    stages see it (JSON-able; jobs, mixes and the training config per backbone label
+    resolved with their defaults; no run folder): two experiments with equal settings run
+    the same stages."""
+    where = exp.source
+    _check_format(exp.instructions, f"{where}: instructions")
+    _check_format(exp.seeding.source if exp.seeding else None, f"{where}: seeding: source")
+    settings = exp.model_dump(mode="json", exclude={"run_dir"})
+    for section, task, job in _llm_jobs(exp):
+        settings[section]["job"] = _job_config(task, job).model_dump(mode="json")
+    settings["mixes"] = [
+        {
+            **spec.model_dump(mode="json"),
+            "config": mix_config(exp, spec, None).model_dump(mode="json"),
+        }
+        for spec in exp.mixes
+    ]
+    placeholder = Path("<train-stage>")
+    settings["training"] = {
+        label: train_config(exp, backbone, placeholder / "train.jsonl", placeholder).model_dump(
+            mode="json", exclude={"output_dir": True, "data": {"train_file"}}
+        )
+        for label, backbone in backbones(exp).items()
+    }
+    return settings
+
+
 def build_pipeline(
     exp: Experiment, reuse_from: list[Path] | None = None, allow_config_change: bool = False
 ) -> Pipeline:
     """All stages of ``exp`` under its run folder (``reuse_from``: see `Pipeline`;
     ``allow_config_change``: a training stage resumes under a changed training config, e.g.
-    one that a newer dualview resolves with new defaults, and records the differences)."""
+    one that a newer dualview resolves with new defaults, and records the differences).
+    Every stage's config is validated first (`resolve_stages`), so nothing runs (and a dry
+    run shows no plan) when one is wrong."""
+    resolve_stages(exp)
     reuse = tuple(Path(p) for p in reuse_from or [])
     dual_views, dv_stage = dual_view_stages(exp, reuse)
     training, trained = training_stages(exp, dv_stage, allow_config_change)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from dualview.config import StrictModel, load_config
 from dualview.data.mix import PRESETS
@@ -179,9 +179,22 @@ class Experiment(StrictModel):
             raise ValueError("training: give base (a YAML file) or config (inline), not both")
         return self
 
+    # Where the experiment was read (its file, a sweep arm): the prefix of the errors its
+    # stages' configs give (`dualview.pipeline.build.resolve_stages`). Not a setting.
+    _source: str = PrivateAttr("experiment")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def located(self, source: str) -> Experiment:
+        """This experiment, its stage errors named by ``source`` (a file, a sweep arm)."""
+        self._source = source
+        return self
+
     def resolved_run_dir(self) -> Path:
         return self.run_dir or Path("runs") / self.name
 
 
 def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Experiment:
-    return load_config(Experiment, path, overrides)
+    return load_config(Experiment, path, overrides).located(str(path))

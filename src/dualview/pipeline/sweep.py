@@ -49,13 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 from rich.console import Console
 from rich.table import Table
 
 from dualview.config import ConfigError, StrictModel, apply_overrides, read_yaml, validate_config
 from dualview.lock import LOCK_FILE, LockedError, exclusive, folder_lock
-from dualview.pipeline.build import build_pipeline
+from dualview.pipeline.build import build_pipeline, resolve_stages
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.stages import Pipeline
@@ -76,7 +76,7 @@ class SweepSpec(StrictModel):
     method: Literal["grid"] = "grid"
     parameters: dict[str, list[Any]] = Field(default_factory=dict)
     groups: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[StrictInt] = Field(default_factory=list)  # true is not the seed 1
     seed_keys: list[str] = Field(default_factory=lambda: ["seed"], min_length=1)
     control: str | None = None
 
@@ -235,12 +235,17 @@ def grid(spec: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return points
 
 
+def _axis_where(source: str, axis: str, key: str) -> str:
+    """Where a key of an axis is set: ``FILE: sweep: parameters`` or ``...: groups: NAME``."""
+    return f"{source}: sweep: " + ("parameters" if axis == key else f"groups: {axis}")
+
+
 def _check_keys(spec: SweepSpec, source: str) -> None:
     """Keys the sweep may not set (its own, the seeds'), and no key set by two axes."""
     owner: dict[str, str] = {}
     for axis, choices in _axes(spec):
         for key in {k for _, sets in choices for k in sets}:
-            where = f"{source}: sweep: " + ("parameters" if axis == key else f"groups: {axis}")
+            where = _axis_where(source, axis, key)
             if key == "run_dir" or key.startswith(f"{SWEEP_KEY}."):
                 raise ConfigError(f"{where}: {key}: set by the sweep itself")
             if spec.seeds and key in spec.seed_keys:
@@ -249,9 +254,99 @@ def _check_keys(spec: SweepSpec, source: str) -> None:
                 raise ConfigError(f"{where}: {key}: also set by {owner[key]}")
 
 
+def _walk(node: Any, parts: list[str]) -> list[Any]:
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return []
+        node = node[part]
+    return [node]
+
+
+def effective_values(settings: dict[str, Any], key: str) -> list[Any]:
+    """The values a sweep key path has once the stages resolved it (``settings``: what
+    `resolve_stages` returns): below ``training.overrides`` or ``training.config``, in
+    the training config of each backbone; elsewhere in the experiment. Empty where the
+    path is not a validated setting (e.g. inside a free-form mapping)."""
+    parts = key.split(".")
+    if parts[:2] in (["training", "overrides"], ["training", "config"]) and len(parts) > 2:
+        return [v for config in settings["training"].values() for v in _walk(config, parts[2:])]
+    return [] if parts[0] == "training" else _walk(settings, parts)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def coercion(given: Any, effective: Any) -> str | None:
+    """What lax validation made of ``given`` that a strict field refuses (None when
+    nothing): a boolean taken as a number (true as 1), a number as a boolean, a float as
+    an integer (1.0 as 1). A string for a number stays allowed: YAML reads ``1e-5`` as one."""
+    if (isinstance(given, bool) and _is_number(effective)) or (
+        _is_number(given) and isinstance(effective, bool)
+    ):
+        return f"{_value_text(given)} is {_kind(given)}, the setting takes {_kind(effective)}"
+    if type(given) is float and type(effective) is int:
+        return f"{_value_text(given)} is a float, the setting takes an integer"
+    if isinstance(given, list) and isinstance(effective, list) and len(given) == len(effective):
+        pairs = list(zip(given, effective, strict=True))
+    elif isinstance(given, dict) and isinstance(effective, dict):
+        pairs = [(v, effective[k]) for k, v in given.items() if k in effective]
+    else:
+        return None
+    return next((c for g, e in pairs if (c := coercion(g, e)) is not None), None)
+
+
+def _check_types(
+    settings: dict[str, Any], resolved: dict[str, Any], axes: dict[str, str], source: str
+) -> None:
+    """Each value the arm sets has the type its setting takes (`coercion`)."""
+    for key, value in settings.items():
+        for effective in effective_values(resolved, key):
+            problem = coercion(value, effective)
+            if problem is not None:
+                raise ConfigError(f"{_axis_where(source, axes[key], key)}: {key}: {problem}")
+
+
+def _check_distinct(
+    seen: dict[str, tuple[str, dict[str, Any]]],
+    resolved: dict[str, Any],
+    label: str,
+    parts: dict[str, Any],
+    groups: dict[str, Any],
+    source: str,
+) -> None:
+    """No two arms run the same settings (``max_steps: [1, 1.0]`` on a float setting, a
+    group's options that set the same values): an error naming the axis that differs."""
+    identity = json.dumps(resolved, sort_keys=True, default=str)
+    other, other_parts = seen.setdefault(identity, (label, parts))
+    if other == label:
+        return
+    axes = [a for a in parts if _value_text(parts[a]) != _value_text(other_parts[a])]
+    values = "; ".join(
+        f"{'groups' if axis in groups else 'parameters'}: {axis}: "
+        f"{_value_text(other_parts[axis])} and {_value_text(parts[axis])}"
+        for axis in axes
+    )
+    raise ConfigError(
+        f"{source}: sweep: {values}: the same settings (arms {other!r} and {label!r} would "
+        "run the same stages); keep one"
+    )
+
+
 def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
-    """The arm runs of ``raw`` (an experiment mapping without its sweep block)."""
+    """The arm runs of ``raw`` (an experiment mapping without its sweep block). Each arm
+    run's stage configs are built and validated (`resolve_stages`), so a bad value fails
+    here, before any run or dry run; values of a strict type (`coercion`) and arms with
+    distinct settings only."""
     _check_keys(spec, source)
+    axes = {key: axis for axis, choices in _axes(spec) for _, sets in choices for key in sets}
+    seen: dict[str, tuple[str, dict[str, Any]]] = {}
     base = validate_config(Experiment, copy.deepcopy(raw), source)
     sweep_dir = base.resolved_run_dir()
     names = short_names(list(spec.parameters)) | {name: name for name in spec.groups}
@@ -276,7 +371,10 @@ def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
             where = f"{source}: sweep arm {label or 'default'}" + (
                 f" seed {seed}" if seed is not None else ""
             )
-            exp = validate_config(Experiment, data, where)
+            exp = validate_config(Experiment, data, where).located(where)
+            resolved = resolve_stages(exp)
+            _check_types(settings, resolved, axes, source)
+            _check_distinct(seen, resolved, label, parts, spec.groups, source)
             sweep.runs.append(ArmRun(label, settings, seed, exp))
     return sweep
 
