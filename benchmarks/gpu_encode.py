@@ -8,7 +8,16 @@ configs, :mod:`_gpu`; tokenizer from ``--tokenizer``) and each text profile (``-
 - ``st-fp32``: ``SentenceTransformer.encode`` as it comes (fp32), the baseline;
 - ``st-bf16``: the same on a bf16 copy of the model (``model.to(torch.bfloat16)``);
 - ``ours``: :class:`dualview.retrieval.encode.Encoder` with the cache off and its default
-  precision (bf16 on CUDA, fp32 on CPU), tokenizer workers on CUDA.
+  precision (bf16 on CUDA, fp32 on CPU), tokenizer workers on CUDA;
+- ``ours-wN``: the same with ``N`` tokenizer worker processes;
+- ``ids``: the device-side ceiling: token ids made once (`dualview.models.token_cache`,
+  shared by every shape: they all use ``--tokenizer``, so the second shape reads the first's
+  ids back) and read from that cache in the timed call; no tokenizer in the loop, the bf16
+  model on length-sorted padded batches. Its ``prepare_s`` (tokenizing, or reading the
+  cache) is reported beside it, not timed.
+
+``--variants`` picks among them (default ``st-fp32,st-bf16,ours``); ``--backbones DIR`` reuses
+``DIR/<shape>`` folders where they exist (``benchmarks/gpu_all.py`` builds them once).
 
 Both normalize the vectors. On CUDA the baselines encode the first quarter of the texts
 (they are tokenizer-bound and slow; the texts are drawn at random, so any slice has the same
@@ -46,6 +55,8 @@ from _machine import machine_end, machine_line, machine_start
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_encode.json"
 VARIANTS = ("st-fp32", "st-bf16", "ours")
+#: Every variant name this script knows (``ours-wN``: N tokenizer workers).
+KNOWN = ("st-fp32", "st-bf16", "ours", "ours-wN", "ids")
 #: Texts per (shape, profile) by default: about 4 minutes for the four GPU cases on an H100.
 DEFAULT_N = {
     ("bert-base", "msmarco"): 20_000,
@@ -62,7 +73,7 @@ GOALS = {("bert-base", "long"): 2_500, ("xlmr-large", "long"): 1_200}
 
 
 def log(message: str) -> None:
-    print(message, flush=True)
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
 def token_lengths(model: Any, texts: list[str]) -> list[int]:
@@ -108,7 +119,43 @@ class Variant:
     encoder: Any = None
 
 
-def make_variants(model: Any, args: argparse.Namespace) -> dict[str, Variant]:
+class IdsEncoder:
+    """The ``ids`` variant: ids from `TokenIdCache`, the bf16 model on padded batches."""
+
+    def __init__(self, model: Any, cache: Any, batch_size: int) -> None:
+        from dualview.retrieval.inference import EncodeStats
+
+        self.model, self.cache, self.batch_size = model, cache, batch_size
+        self.stats = EncodeStats()
+
+    def tokens(self, texts: list[str]) -> Any:
+        return self.cache.ids(self.model.tokenizer, texts, self.model.max_seq_length)
+
+    def encode(self, texts: list[str]) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        tokens = self.tokens(texts)
+        device = self.model.device
+        order = torch.argsort(tokens.lengths, descending=True, stable=True)
+        out = torch.empty(len(texts), self.model.get_embedding_dimension(), device=device)
+        pad_id = int(self.model.tokenizer.pad_token_id)
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                index = order[start : start + self.batch_size]
+                batch = tokens.pad(index, pad_id, max_length=self.model.max_seq_length)
+                self.stats.padded_tokens += batch["input_ids"].numel()
+                features = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                vectors = self.model(features)["sentence_embedding"]
+                out[index.to(device)] = F.normalize(vectors.float(), dim=-1)
+        self.stats.texts += len(texts)
+        self.stats.tokens += int(tokens.lengths.sum())
+        return out.cpu().numpy()
+
+
+def make_variants(
+    model: Any, args: argparse.Namespace, token_cache: Any = None
+) -> dict[str, Variant]:
     import torch
 
     from dualview.retrieval.encode import Encoder
@@ -119,15 +166,29 @@ def make_variants(model: Any, args: argparse.Namespace) -> dict[str, Variant]:
         )
 
     half = copy.deepcopy(model).to(torch.bfloat16)
-    ours = Encoder(
-        model, batch_size=args.batch_size, cache=False, show_progress=False,
-        num_workers=args.workers,
-    )  # fmt: skip
-    return {
-        "st-fp32": Variant(st(model), model),
-        "st-bf16": Variant(st(half), half),
-        "ours": Variant(ours.encode, None, ours),
-    }
+    variants: dict[str, Variant] = {}
+    for name in args.variants:
+        if name == "st-fp32":
+            variants[name] = Variant(st(model), model)
+        elif name == "st-bf16":
+            variants[name] = Variant(st(half), half)
+        elif name == "ids":
+            ids = IdsEncoder(half, token_cache, args.batch_size)
+            variants[name] = Variant(ids.encode, half, ids)
+        else:  # ours, ours-wN
+            workers = int(name[len("ours-w") :]) if name.startswith("ours-w") else args.workers
+            ours = Encoder(
+                model, batch_size=args.batch_size, cache=False, show_progress=False,
+                num_workers=workers,
+            )  # fmt: skip
+            variants[name] = Variant(ours.encode, None, ours)
+    return variants
+
+
+def variant_weights_gib(name: str, variant: Variant) -> float:
+    if variant.model is not None:
+        return weights_gib(variant.model)
+    return weights_gib(variant.encoder.runner)
 
 
 def run_rounds(
@@ -188,7 +249,13 @@ def min_cosine(a: Any, b: Any) -> float:
 
 
 def bench_case(
-    model: Any, shape: str, kind: str, words: list[str], args: argparse.Namespace, peak: Any
+    model: Any,
+    shape: str,
+    kind: str,
+    words: list[str],
+    args: argparse.Namespace,
+    peak: Any,
+    token_cache: Any = None,
 ) -> dict[str, Any]:
     """Every variant on one (shape, text profile)."""
     from dualview.perf import ModelShape
@@ -199,13 +266,19 @@ def bench_case(
     n_base = max(1, n // BASELINE_SHARE) if cuda else n
     texts = make_texts(words, n, kind, seed=7)
     lengths = token_lengths(model, texts)
-    variants = make_variants(model, args)
-    subsets = {"st-fp32": texts[:n_base], "st-bf16": texts[:n_base], "ours": texts}
+    variants = make_variants(model, args, token_cache)
+    subsets = {name: texts[:n_base] if name.startswith("st-") else texts for name in variants}
+    extra: dict[str, Any] = {}
+    if "ids" in variants:  # tokenized (or read back) before the timed rounds
+        started = time.perf_counter()
+        tokens = variants["ids"].encoder.tokens(texts)
+        extra["ids_prepare_s"] = round(time.perf_counter() - started, 3)
+        extra["ids_cache"] = {"hits": token_cache.hits, "misses": token_cache.misses}
+        extra["ids_tokens_match"] = int(tokens.lengths.sum()) == sum(lengths)
     log(f"[{shape}/{kind}] {n} texts, mean {sum(lengths) / n:.0f} tokens; warming up")
     for variant in variants.values():
         variant.encode(texts[: 4 * args.batch_size])
     runs = run_rounds(variants, subsets, args.repeats, cuda)
-    ours = variants["ours"].encoder
     context = {
         "shape": ModelShape.of(model[0].auto_model),
         "peak": peak,
@@ -213,43 +286,51 @@ def bench_case(
             v: st_padded_tokens(texts[:n_base], lengths[:n_base], args.batch_size)
             for v in ("st-fp32", "st-bf16")
         },
-        "weights_gib": {
-            "st-fp32": weights_gib(model),
-            "st-bf16": weights_gib(variants["st-bf16"].model),
-            "ours": weights_gib(ours.runner),
-        },
+        "weights_gib": {name: variant_weights_gib(name, v) for name, v in variants.items()},
     }
     result = {
         name: summarize(name, runs[name], len(subsets[name]), lengths, context) for name in variants
     }
-    rate = result["ours"]["texts_per_s"]
-    workers = ours.num_workers
-    return {
+    case = {
         "shape": shape,
         "texts": kind,
         "n": n,
         "baseline_n": n_base,
         "mean_tokens": round(sum(lengths) / n, 1),
-        "ours_precision": ours.precision,
-        "ours_workers": default_workers(str(model.device)) if workers is None else workers,
-        "ours_tokens_match": result["ours"]["stats"]["tokens"] == sum(lengths),
         "runs": result,
-        "ours_vs_st_fp32": round(rate / result["st-fp32"]["texts_per_s"], 3),
-        "ours_vs_st_bf16": round(rate / result["st-bf16"]["texts_per_s"], 3),
-        "min_cosine_vs_st_fp32": round(
-            min_cosine(runs["ours"]["vectors"][:n_base], runs["st-fp32"]["vectors"]), 6
-        ),
+        **extra,
     }
+    ours = variants.get("ours")
+    if ours is not None:
+        workers = ours.encoder.num_workers
+        case["ours_precision"] = ours.encoder.precision
+        case["ours_workers"] = default_workers(str(model.device)) if workers is None else workers
+        case["ours_tokens_match"] = result["ours"]["stats"]["tokens"] == sum(lengths)
+    for name in variants:
+        for base in ("st-fp32", "st-bf16"):
+            if base in result and not name.startswith("st-"):
+                rate = result[name]["texts_per_s"] / result[base]["texts_per_s"]
+                case[f"{name}_vs_{base.replace('-', '_')}"] = round(rate, 3)
+        if "st-fp32" in runs and not name.startswith("st-"):
+            cosine = min_cosine(runs[name]["vectors"][:n_base], runs["st-fp32"]["vectors"])
+            case[f"{name}_min_cosine_vs_st_fp32"] = round(cosine, 6)
+    if "ours_min_cosine_vs_st_fp32" in case:  # the key before variants were chosen
+        case["min_cosine_vs_st_fp32"] = case["ours_min_cosine_vs_st_fp32"]
+    return case
 
 
 def bench_shape(shape: str, args: argparse.Namespace, device: str, peak: Any, tmp: Path) -> list:
+    from dualview.models.token_cache import TokenIdCache
     from dualview.retrieval.encode import load_sentence_transformer
 
-    log(f"[{shape}] building a random-init backbone")
-    folder = build_backbone(shape, args.tokenizer, tmp / shape)
+    folder = args.backbones / shape if args.backbones else None
+    if folder is None or not folder.is_dir():
+        log(f"[{shape}] building a random-init backbone")
+        folder = build_backbone(shape, args.tokenizer, tmp / shape)
     model = load_sentence_transformer(str(folder), device=device)
     words = vocabulary_words(args.tokenizer)
-    cases = [bench_case(model, shape, kind, words, args, peak) for kind in args.texts]
+    cache = TokenIdCache(tmp)  # one for all shapes: they share --tokenizer
+    cases = [bench_case(model, shape, kind, words, args, peak, cache) for kind in args.texts]
     del model
     if device.startswith("cuda"):
         import torch
@@ -262,12 +343,14 @@ def goals(cases: list[dict[str, Any]], cuda: bool) -> dict[str, bool]:
     """GPU: texts/s of ours at 512 tokens; CPU: ours within 10% of sentence-transformers."""
     if not cuda:
         return {
-            f"{c['shape']}/{c['texts']} ours >= 0.9 st": c["ours_vs_st_fp32"] >= 0.9 for c in cases
+            f"{c['shape']}/{c['texts']} ours >= 0.9 st": c["ours_vs_st_fp32"] >= 0.9
+            for c in cases
+            if "ours_vs_st_fp32" in c
         }
     out = {}
     for c in cases:
         goal = GOALS.get((c["shape"], c["texts"]))
-        if goal:
+        if goal and "ours" in c["runs"]:
             out[f"{c['shape']}/{c['texts']} >= {goal} texts/s"] = (
                 c["runs"]["ours"]["texts_per_s"] >= goal
             )
@@ -276,9 +359,9 @@ def goals(cases: list[dict[str, Any]], cuda: bool) -> dict[str, bool]:
 
 def print_table(cases: list[dict[str, Any]]) -> None:
     head = f"{'case':22} {'run':8} {'n':>6} {'texts/s':>9} {'tok/s':>10} {'TFLOP/s':>8} "
-    log(head + f"{'MFU':>6} {'GiB':>6} {'pad':>5} {'x st-fp32':>9}")
+    log(head + f"{'MFU':>6} {'GiB':>6} {'pad':>5} {'x first':>9}")
     for c in cases:
-        base = c["runs"]["st-fp32"]["texts_per_s"]
+        base = next(iter(c["runs"].values()))["texts_per_s"]  # the first variant
         for name, r in c["runs"].items():
             mfu = f"{r['mfu']:.3f}" if r["mfu"] is not None else "n/a"
             mem = f"{r['peak_memory_gib']:.2f}" if r["peak_memory_gib"] is not None else "n/a"
@@ -300,6 +383,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None, help="ours: tokenizer processes")
     parser.add_argument("--device", default=None, help="default: cuda when there is one")
     parser.add_argument("--tiny", action="store_true", help="tiny shape: a quick smoke test")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=", ".join(KNOWN))
+    parser.add_argument("--backbones", type=Path, default=None, help="reuse DIR/<shape>")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     import torch
@@ -310,7 +395,29 @@ def parse_args() -> argparse.Namespace:
     args.shapes = "tiny" if args.tiny else args.shapes
     args.shapes, args.texts = args.shapes.split(","), args.texts.split(",")
     args.batch_size = args.batch_size or (128 if cuda else 32)
+    args.variants = [v for v in args.variants.split(",") if v]
+    for name in args.variants:
+        known = name in KNOWN or (name.startswith("ours-w") and name[6:].isdigit())
+        if not known:
+            parser.error(f"unknown variant {name!r} (known: {', '.join(KNOWN)})")
     return args
+
+
+def write_result(
+    args: argparse.Namespace, name: str | None, peak: Any, cases: list, info: dict
+) -> dict[str, Any]:
+    result = {
+        "benchmark": "gpu_encode",
+        "device": name or args.device,
+        "peak_bf16_tflops": peak,
+        "settings": {k: v if not isinstance(v, Path) else str(v) for k, v in vars(args).items()},
+        "cases": cases,
+        "goals": goals(cases, args.device.startswith("cuda")),
+        "machine": machine_end(info),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
 
 
 def main() -> int:
@@ -328,19 +435,11 @@ def main() -> int:
     peak = peak_tflops(name)
     where = name or args.device
     log(f"gpu_encode: {args.shapes} x {args.texts} on {where}, batch {args.batch_size}")
+    cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-encode-") as tmp:
-        cases = [c for s in args.shapes for c in bench_shape(s, args, args.device, peak, Path(tmp))]
-    result = {
-        "benchmark": "gpu_encode",
-        "device": name or args.device,
-        "peak_bf16_tflops": peak,
-        "settings": {k: v if not isinstance(v, Path) else str(v) for k, v in vars(args).items()},
-        "cases": cases,
-        "goals": goals(cases, cuda),
-        "machine": (info := machine_end(info)),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        for shape in args.shapes:  # the JSON is rewritten after each shape
+            cases += bench_shape(shape, args, args.device, peak, Path(tmp))
+            result = write_result(args, name, peak, cases, info)
     print_table(cases)
     for goal, met in result["goals"].items():
         log(f"goal {goal}: {'met' if met else 'NOT met'}")

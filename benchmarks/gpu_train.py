@@ -14,7 +14,18 @@ or ``msmarco`` (MS MARCO passage lengths)), and runs the real trainer
   tokenization in 2 loader workers, bf16 autocast, fused AdamW);
 - ``ours-compile``: ``ours`` with ``compile: true``;
 - ``st``: sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache, mini-batch
-  32) on the same batches, bf16 autocast, AdamW: it encodes every (query, document) column.
+  32) on the same batches, bf16 autocast, AdamW: it encodes every (query, document) column;
+- ``ours+MOD+MOD...``: ``ours`` with options of the trainer (`MODIFIERS`): ``unfused``
+  (``optim.fused: false``), ``compile`` (whole backbone, dynamic shapes), ``layers``
+  (``compile: layers``), ``bucketN`` (``pad_multiple: N``), ``packed`` (``model.unpadded``,
+  kernel ``auto``), ``flash`` (packed through ``varlen_kernel: torch_flash``), ``tokensN``
+  (``gradcache_max_tokens: N``: the chunk-budget sweep), ``profile`` (one torch profiler
+  table over the run, top ops by device time, in the JSON).
+
+``--budget-s`` bounds the whole run: a variant that cannot start in time is recorded as
+skipped, and each variant's stall limit is cut to what is left. The JSON is rewritten after
+every variant, so a run killed from outside keeps what it measured. ``--backbone DIR``
+reuses a backbone folder (``benchmarks/gpu_all.py`` builds one for every part).
 
 The first ``--warmup`` steps are not timed. MFU and HFU count real tokens only (padding is
 waste) with :func:`dualview.perf.training_flops` against the device's dense bf16 peak
@@ -46,6 +57,46 @@ from _machine import machine_end, machine_line, machine_start
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_train.json"
 VARIANTS = ("fixed32", "ours", "ours-compile", "st")
+#: ``ours+MOD``: what each modifier sets in the training config (``N``: a number).
+MODIFIERS = ("unfused", "compile", "layers", "bucketN", "packed", "flash", "tokensN", "profile")
+
+
+def parse_variant(name: str) -> tuple[str, list[str]]:
+    """``(base, modifiers)`` of a variant name; ``ValueError`` for an unknown one."""
+    if name == "ours-compile":  # the name before modifiers existed
+        return "ours", ["compile"]
+    base, *mods = name.split("+")
+    if base not in ("fixed32", "ours", "st") or (mods and base != "ours"):
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)}, ours+MOD)")
+    for mod in mods:
+        stem = mod.rstrip("0123456789")
+        number = mod[len(stem) :]
+        if (stem + "N" if number else stem) not in MODIFIERS:
+            raise ValueError(
+                f"unknown modifier {mod!r} in {name!r} (known: {', '.join(MODIFIERS)})"
+            )
+    return base, mods
+
+
+def apply_modifiers(settings: dict, mods: list[str]) -> None:
+    """Set in ``settings`` (a training config as a dict) what ``mods`` ask for."""
+    for mod in mods:
+        stem = mod.rstrip("0123456789")
+        number = int(mod[len(stem) :]) if mod != stem else None
+        if stem == "unfused":
+            settings["optim"]["fused"] = False
+        elif stem == "compile":
+            settings["compile"] = True
+        elif stem == "layers":
+            settings["compile"] = "layers"
+        elif stem == "bucket":
+            settings["pad_multiple"] = number
+        elif stem in ("packed", "flash"):
+            settings["model"]["unpadded"] = True
+            if stem == "flash":
+                settings["varlen_kernel"] = "torch_flash"
+        elif stem == "tokens":
+            settings["gradcache_max_tokens"] = number
 
 
 def write_records(path: Path, args: argparse.Namespace) -> None:
@@ -107,11 +158,13 @@ def train_config(args: argparse.Namespace, variant: str, model_dir: Path, work: 
         "optim": {"warmup_steps": 0, "schedule": "constant"},
         "seed": 1,
     }
-    if variant == "fixed32":
+    base, mods = parse_variant(variant)
+    if base == "fixed32":
         settings.update(gradcache_chunk_size=32)
         settings["data"]["num_workers"] = 0
     else:
-        settings.update(gradcache_chunk_size="auto", compile=variant == "ours-compile")
+        settings.update(gradcache_chunk_size="auto")
+        apply_modifiers(settings, mods)
     return TrainConfig.model_validate(settings)
 
 
@@ -120,7 +173,9 @@ def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path
     from dualview.train.trainer import LOG_FILE, Trainer
 
     trainer = Trainer(train_config(args, variant, model_dir, work))
-    trainer.train()
+    trainer.save_model = lambda: None  # the benchmark keeps no model (saving takes seconds)
+    profile = "profile" in parse_variant(variant)[1]
+    table = profiled(trainer.train) if profile else (trainer.train(), None)[1]
     replay = replay_difference(trainer)
     log = [json.loads(line) for line in (work / variant / LOG_FILE).read_text().splitlines()]
     timed = log[args.warmup :]
@@ -142,7 +197,28 @@ def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path
         "losses": [r["loss"] for r in log],
         "chunking": repr(trainer.chunking),
         "gradcache_replay_max_abs_diff": replay,
+        **({"profile": table} if table is not None else {}),
     }
+
+
+def profiled(run) -> str:
+    """Run ``run()`` under the torch profiler; the top ops by device (else CPU) time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        run()
+    averages = prof.key_averages()
+    for key in (("self_device_time_total", "self_cuda_time_total") if cuda else ()) + (
+        "self_cpu_time_total",
+    ):
+        try:
+            return averages.table(sort_by=key, row_limit=25)
+        except (AttributeError, KeyError, ValueError):
+            continue
+    return averages.table(row_limit=25)
 
 
 def replay_difference(trainer) -> float:
@@ -245,15 +321,18 @@ def worker(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def spawn(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -> dict:
-    """Run one variant in a subprocess, echoing its output; a stall dumps its stacks."""
+def spawn(
+    args: argparse.Namespace, variant: str, model_dir: Path, work: Path, limit: float
+) -> dict:
+    """Run one variant in a subprocess, echoing its output; past ``limit`` seconds it dumps
+    its stacks and is reported as failed."""
     cmd = [sys.executable, __file__, "--worker", variant, "--model-dir", str(model_dir)]
-    cmd += ["--work", str(work)]
-    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length", "stall_s"):
+    cmd += ["--work", str(work), "--stall-s", str(round(limit, 1))]
+    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length"):
         cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     cmd += ["--texts", args.texts, "--tokenizer", args.tokenizer]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    print(f"[{variant}] running", flush=True)
+    log(f"[{variant}] running (limit {limit:.0f} s)")
     started = time.perf_counter()
     lines: list[str] = []
     with subprocess.Popen(
@@ -261,17 +340,34 @@ def spawn(args: argparse.Namespace, variant: str, model_dir: Path, work: Path) -
     ) as proc:
         for line in proc.stdout:
             lines.append(line.rstrip())
-            if line.startswith(("step ", "gradcache", "Traceback", "Thread", "  File")):
-                print(f"[{variant}] {line.rstrip()}", flush=True)
+            if line.startswith(ECHOED):
+                log(f"[{variant}] {line.rstrip()}")
+    wall = round(time.perf_counter() - started, 1)
     results = [x for x in lines if x.startswith("RESULT ")]
     if proc.returncode != 0 or not results:
         print("\n".join(lines[-30:]), flush=True)
-        return {"variant": variant, "error": lines[-1:]}
+        return {"variant": variant, "error": failure(lines, proc.returncode), "wall_s": wall}
     result = json.loads(results[-1][len("RESULT ") :])
-    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["wall_s"] = wall
     result["notes"] = [x for x in lines if x.startswith("gradcache")]
-    print(f"[{variant}] {result['s_per_step']:.3f} s/step ({result['wall_s']} s)", flush=True)
+    log(f"[{variant}] {result['s_per_step']:.3f} s/step ({wall} s)")
     return result
+
+
+#: Lines of a variant's output echoed with its name (steps, budget, errors, stall dumps).
+ECHOED = ("step ", "gradcache", "Traceback", "Thread", "  File", "torch.", "RuntimeError")
+
+
+def failure(lines: list[str], returncode: int) -> str:
+    """One line saying why a variant failed: its last exception line, else the exit code."""
+    errors = [x for x in lines if "Error" in x or "error:" in x or x.startswith("Timeout")]
+    if errors:
+        return errors[-1][:500]
+    return f"exit code {returncode}: {(lines[-1] if lines else '')[:300]}"
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
 def compare_losses(a: list[float] | None, b: list[float] | None) -> dict | None:
@@ -281,12 +377,13 @@ def compare_losses(a: list[float] | None, b: list[float] | None) -> dict | None:
     return {"max_abs_diff": max(diffs), "mean_abs_diff": sum(diffs) / len(diffs), "a": a, "b": b}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--shape", default="xlmr-large", choices=["xlmr-large", "bert-base", "tiny"]
     )
     parser.add_argument("--tokenizer", default="embedded:minilm")
+    parser.add_argument("--backbone", type=Path, help="reuse this backbone folder (--shape's)")
     parser.add_argument("--texts", default="long", choices=["long", "msmarco"])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--negatives", type=int, default=30)
@@ -294,32 +391,43 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--st-steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="also ours+MOD+MOD")
     parser.add_argument("--stall-s", type=float, default=300.0, help="per-variant time limit")
+    parser.add_argument("--budget-s", type=float, default=None, help="limit for all variants")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--worker", choices=VARIANTS, dest="variant", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", dest="variant", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.variant:
-        worker(args)
-        return
-    from dualview.perf import current_device_name, peak_tflops
+    args.variants = [v for v in args.variants.split(",") if v]
+    for name in args.variants + ([args.variant] if args.variant else []):
+        try:
+            parse_variant(name)
+        except ValueError as exc:
+            parser.error(str(exc))
+    return args
 
-    info = machine_start()
-    peak = peak_tflops(current_device_name())
-    with tempfile.TemporaryDirectory(prefix="gpu-train-") as tmp:
-        work = Path(tmp)
-        model_dir = build_backbone(args.shape, args.tokenizer, work / "backbone")
-        write_records(work / "train.jsonl", args)
-        results = [spawn(args, v, model_dir, work) for v in args.variants.split(",")]
-    by_name = {r["variant"]: r for r in results if "error" not in r}
+
+def finish(results: list[dict], peak: float | None) -> None:
+    """MFU, HFU, speed-up and losses of each variant against ``fixed32`` and ``ours``."""
+    by_name = {r["variant"]: r for r in results if "s_per_step" in r}
     for r in by_name.values():
         r["mfu"] = r["tflops"] / peak if peak else None  # PaLM: forward + backward
         r["hfu"] = r["hw_tflops"] / peak if peak else None  # + GradCache's no-grad pass
-    base = by_name.get("fixed32")
+    base, ours = by_name.get("fixed32"), by_name.get("ours")
     for r in by_name.values():
         r["speedup_vs_fixed32"] = base["s_per_step"] / r["s_per_step"] if base else None
+        r["speedup_vs_ours"] = ours["s_per_step"] / r["s_per_step"] if ours else None
+        if ours and r is not ours and r.get("losses"):
+            r["losses_vs_ours"] = compare_losses(ours.get("losses"), r["losses"])
+
+
+def losses_of(results: list[dict], variant: str) -> list[float] | None:
+    return next((r.get("losses") for r in results if r["variant"] == variant), None)
+
+
+def write_result(args: argparse.Namespace, info: dict, peak, results: list[dict]) -> dict:
+    finish(results, peak)
     result = {
         "benchmark": "gpu_train",
         "machine": machine_end(info),
@@ -327,33 +435,69 @@ def main() -> None:
         "settings": {k: str(v) for k, v in vars(args).items() if k not in ("variant",)},
         "results": results,
         "losses_fixed32_vs_ours": compare_losses(
-            (by_name.get("fixed32") or {}).get("losses"), (by_name.get("ours") or {}).get("losses")
+            losses_of(results, "fixed32"), losses_of(results, "ours")
         ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def print_table(result: dict) -> None:
     print(
-        f"{'variant':13} {'s/step':>7} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
-        f"{'HFU':>6} {'pad':>5} {'mem GiB':>7} {'x fixed32':>9}"
+        f"{'variant':24} {'s/step':>7} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
+        f"{'HFU':>6} {'pad':>5} {'mem GiB':>7} {'x ours':>6} {'loss max|d|':>11}"
     )
-    for r in results:
-        if "error" in r:
-            print(f"{r['variant']:13} failed: {r['error']}")
+    for r in result["results"]:
+        if "s_per_step" not in r:
+            print(f"{r['variant']:24} {r.get('error') or r.get('skipped')}")
             continue
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
         hfu = f"{100 * r['hfu']:.1f}%" if r["hfu"] is not None else "n/a"
         pad = f"{r['padding']:.2f}" if r["padding"] is not None else "-"
         mem = f"{r['peak_memory_gib']:.1f}" if r["peak_memory_gib"] is not None else "-"
-        speed = f"{r['speedup_vs_fixed32']:.2f}" if r["speedup_vs_fixed32"] else "-"
+        speed = f"{r['speedup_vs_ours']:.2f}" if r["speedup_vs_ours"] else "-"
+        losses = r.get("losses_vs_ours")
+        loss = f"{losses['max_abs_diff']:.4f}" if losses else "-"
         print(
-            f"{r['variant']:13} {r['s_per_step']:7.3f} {r['documents_per_step']:5.0f} "
+            f"{r['variant']:24} {r['s_per_step']:7.3f} {r['documents_per_step']:5.0f} "
             f"{r['tokens_per_s']:9.0f} {r['tflops']:8.1f} {mfu:>6} {hfu:>6} {pad:>5} {mem:>7} "
-            f"{speed:>9}"
+            f"{speed:>6} {loss:>11}"
         )
     losses = result["losses_fixed32_vs_ours"]
     if losses:
         print(f"loss fixed32 vs ours: max |diff| {losses['max_abs_diff']:.4f} per step")
     print(machine_line(result["machine"]))
+
+
+def main() -> None:
+    args = parse_args()
+    if args.variant:
+        worker(args)
+        return
+    from dualview.perf import current_device_name, peak_tflops
+
+    info = machine_start()
+    peak = peak_tflops(current_device_name())
+    deadline = time.monotonic() + (args.budget_s or float("inf"))
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="gpu-train-") as tmp:
+        work = Path(tmp)
+        model_dir = args.backbone or build_backbone(args.shape, args.tokenizer, work / "backbone")
+        write_records(work / "train.jsonl", args)
+        for variant in args.variants:
+            left = deadline - time.monotonic()
+            if left < MIN_VARIANT_S:
+                log(f"[{variant}] skipped: {max(left, 0):.0f} s left of --budget-s")
+                results.append({"variant": variant, "skipped": "time budget spent"})
+            else:
+                results.append(spawn(args, variant, model_dir, work, min(args.stall_s, left)))
+            result = write_result(args, info, peak, results)
+    print_table(result)
+
+
+#: A variant is not started with less time than this left of ``--budget-s``.
+MIN_VARIANT_S = 20.0
 
 
 if __name__ == "__main__":

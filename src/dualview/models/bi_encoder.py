@@ -41,7 +41,7 @@ from dualview.models.saved import (
     TRAIN_CONFIG_FILE,
     TRAIN_MANIFEST_FILE,
 )
-from dualview.models.tokens import TokenizedTexts, tokenize_texts
+from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, tokenize_texts
 
 TextKind = Literal["query", "document"]
 
@@ -99,9 +99,14 @@ class BiEncoder(nn.Module):
         return tokenize_texts(self.tokenizer, texts, self.max_length(kind))
 
     def pad(
-        self, tokens: TokenizedTexts, indices: Sequence[int] | torch.Tensor, kind: TextKind
+        self,
+        tokens: TokenizedTexts,
+        indices: Sequence[int] | torch.Tensor,
+        kind: TextKind,
+        multiple: int = PAD_MULTIPLE,
     ) -> dict[str, torch.Tensor]:
-        """Model inputs for ``tokens[indices]``, padded on the tokenizer's side, on device."""
+        """Model inputs for ``tokens[indices]``, padded on the tokenizer's side to the longest
+        text rounded up to ``multiple`` (never past the kind's max length), on device."""
         device = next(self.backbone.parameters()).device
         if self.config.unpadded:  # one packed sequence (dualview.models.unpadded)
             packed = unpadded.pack(tokens, indices, unpadded.position_start(self.backbone))
@@ -111,6 +116,7 @@ class BiEncoder(nn.Module):
             pad_id=int(self.tokenizer.pad_token_id),
             left=self.tokenizer.padding_side == "left",
             max_length=self.max_length(kind),
+            multiple=multiple,
         )
         return {key: value.to(device, non_blocking=True) for key, value in inputs.items()}
 

@@ -26,9 +26,12 @@ from dualview.models.token_ids import pair_token_ids, token_ids
 PAD_MULTIPLE = 8
 
 
-def padded_width(longest: int, max_length: int | None = None) -> int:
-    """``longest`` rounded up to `PAD_MULTIPLE`, but never past ``max_length``."""
-    width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
+def padded_width(longest: int, max_length: int | None = None, multiple: int = PAD_MULTIPLE) -> int:
+    """``longest`` rounded up to ``multiple``, but never past ``max_length``.
+
+    A large ``multiple`` (64, 128) buckets chunk widths into a few static shapes, which
+    ``torch.compile`` can reuse instead of recompiling per width (``pad_multiple``)."""
+    width = -(-longest // multiple) * multiple
     if max_length is not None and width > max_length:
         return max(longest, max_length)
     return width
@@ -60,15 +63,16 @@ class TokenizedTexts:
         pad_id: int,
         left: bool = False,
         max_length: int | None = None,
+        multiple: int = PAD_MULTIPLE,
     ) -> dict[str, torch.Tensor]:
         """``input_ids`` and ``attention_mask`` [len(indices), L] of the chosen texts.
 
-        ``L`` is the longest chosen text rounded up to `PAD_MULTIPLE`, but never past
+        ``L`` is the longest chosen text rounded up to ``multiple``, but never past
         ``max_length``. ``left`` pads on the left (decoders pooled on their last token).
         """
         index = torch.as_tensor(indices, dtype=torch.int64)
         lengths = self.lengths[index]
-        width = padded_width(int(lengths.max()) if len(index) else 0, max_length)
+        width = padded_width(int(lengths.max()) if len(index) else 0, max_length, multiple)
         positions = torch.arange(width, dtype=torch.int64)
         shift = (width - lengths).unsqueeze(1) if left else torch.zeros_like(lengths).unsqueeze(1)
         within = positions.unsqueeze(0) - shift
@@ -94,9 +98,10 @@ class TokenizedPairs(TokenizedTexts):
         pad_id: int,
         left: bool = False,
         max_length: int | None = None,
+        multiple: int = PAD_MULTIPLE,
     ) -> dict[str, torch.Tensor]:
         """`TokenizedTexts.pad` plus ``token_type_ids`` (0 on padding)."""
-        inputs = super().pad(indices, pad_id, left, max_length)
+        inputs = super().pad(indices, pad_id, left, max_length, multiple)
         mask = inputs["attention_mask"]
         first = self.first_lengths[torch.as_tensor(indices, dtype=torch.int64)]
         within = torch.cumsum(mask, 1) - 1  # index of each real token in its text
@@ -108,19 +113,23 @@ def plan_chunks(
     lengths: Sequence[int] | torch.Tensor,
     max_items: int | None = None,
     max_tokens: int | None = None,
+    multiple: int = PAD_MULTIPLE,
 ) -> list[list[int]]:
     """Split texts into chunks of similar length for encoding.
 
     Texts are sorted by length (longest first) and packed greedily: a chunk takes the next
     text while it holds at most ``max_items`` texts and ``items x longest <= max_tokens``
-    (its padded size). Every chunk holds at least one text. Returns index lists.
+    (its padded size, the longest rounded up to ``multiple``). Every chunk holds at least
+    one text. Returns index lists.
     """
     values = [int(v) for v in (lengths.tolist() if torch.is_tensor(lengths) else lengths)]
     order = sorted(range(len(values)), key=lambda i: (-values[i], i))
     chunks: list[list[int]] = []
     current: list[int] = []
     for index in order:
-        padded = padded_width(max(values[current[0]] if current else values[index], 1))
+        padded = padded_width(
+            max(values[current[0]] if current else values[index], 1), None, multiple
+        )
         full = (max_items is not None and len(current) >= max_items) or (
             max_tokens is not None and (len(current) + 1) * padded > max_tokens
         )

@@ -8,9 +8,13 @@ text through a variable-length kernel, so the result is the padded one without t
 - ``flash_attn_varlen_func`` when the flash-attn package is installed and the tensors are on
   CUDA;
 - else PyTorch's scaled-dot-product attention on a nested (jagged) tensor, which runs on CPU
-  and on CUDA (its fused kernels there).
+  and on CUDA (its fused kernels there);
+- on request (``kernel="torch_flash"``), PyTorch's own flash-attention varlen kernel
+  (``aten._flash_attention_forward`` with ``cu_seq_lens``, dropout included; CUDA, fp16/bf16
+  only), which needs no package and no nested tensors.
 
-The kernel is registered with transformers as the attention implementation `VARLEN`; it hands
+`KERNELS` names the choices (``auto`` is the first two in that order). Each is registered
+with transformers as an attention implementation (`VARLEN`, ``VARLEN + "_" + kernel``); it hands
 padded inputs (no ``cu_seq_lens``) to transformers' own SDPA, so the backbone still serves
 padded callers. Supported backbones: BERT-style bidirectional encoders whose attention goes
 through transformers' attention interface and whose embeddings take ``position_ids``
@@ -26,6 +30,7 @@ differ (another layout of the same random draws), as between any two chunkings.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +50,8 @@ SUPPORTED = ("bert", "roberta", "xlm-roberta", "camembert")
 PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 #: Keys of packed model inputs (a dict like padded inputs, so it travels the same way).
 CU_SEQ_LENS, MAX_LENGTH = "cu_seq_lens", "max_seq_len"
+#: Kernels of packed attention (``auto``: flash-attn's when installed, else ``nested``).
+KERNELS = ("auto", "nested", "torch_flash", "flash_attn")
 
 
 def unsupported_reason(backbone: Any) -> str | None:
@@ -66,25 +73,46 @@ def unsupported_reason(backbone: Any) -> str | None:
     return None
 
 
+#: Attention-implementation name of each kernel (none may contain "flash": transformers
+#: would then look for a flash-attention package of that name).
+_NAMES = {
+    "auto": VARLEN,
+    "nested": f"{VARLEN}_nested",
+    "torch_flash": f"{VARLEN}_torch_fa",
+    "flash_attn": f"{VARLEN}_fa_package",
+}
+
+
+def implementation_name(kernel: str = "auto") -> str:
+    """The attention-implementation name registered for ``kernel`` (one of `KERNELS`)."""
+    if kernel not in KERNELS:
+        raise ConfigError(f"varlen kernel {kernel!r}: choose from {', '.join(KERNELS)}")
+    return _NAMES[kernel]
+
+
 def register() -> None:
-    """Register `VARLEN` (attention and mask functions) with transformers (idempotent)."""
+    """Register one attention implementation per kernel of `KERNELS` (attention and mask
+    functions) with transformers (idempotent)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
     # PyTorch's CPU fallback for jagged SDPA builds a strided nested tensor and warns each time
     warnings.filterwarnings("ignore", "The PyTorch API of nested tensors", UserWarning)
-    AttentionInterface.register(VARLEN, varlen_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(VARLEN, sdpa_mask)  # packed: no mask is built
+    for kernel in KERNELS:
+        name = implementation_name(kernel)
+        AttentionInterface.register(name, functools.partial(varlen_attention, kernel=kernel))
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)  # packed: no mask is built
 
 
-def enable(backbone: Any) -> None:
-    """Make ``backbone`` run packed inputs (padded ones still work); `ConfigError` when it
-    cannot, naming why."""
+def enable(backbone: Any, kernel: str = "auto") -> None:
+    """Make ``backbone`` run packed inputs through ``kernel`` (padded ones still work);
+    `ConfigError` when it cannot, naming why."""
     reason = unsupported_reason(backbone)
     if reason is not None:
         raise ConfigError(f"model.unpadded: {reason}")
+    name = implementation_name(kernel)
     register()
-    backbone.set_attn_implementation(VARLEN)
+    backbone.set_attn_implementation(name)
 
 
 def _flash_varlen() -> Any:
@@ -95,6 +123,58 @@ def _flash_varlen() -> Any:
     return flash_attn_varlen_func
 
 
+def _half_on_cuda(q: torch.Tensor) -> bool:
+    return q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+
+
+class _TorchFlashVarlen(torch.autograd.Function):
+    """PyTorch's flash-attention varlen kernel (``aten._flash_attention_forward`` with
+    ``cu_seq_lens``) and its backward, dropout included (the backward replays the forward's
+    dropout mask from the philox seed and offset it returns)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu, max_len: int, dropout: float, scale: float | None):
+        out, lse, seed, offset = flash_forward(q, k, v, cu, max_len, dropout, scale)
+        ctx.save_for_backward(q, k, v, out, lse, cu, seed, offset)
+        ctx.max_len, ctx.dropout, ctx.scale = max_len, dropout, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, out, lse, cu, seed, offset = ctx.saved_tensors
+        saved = (out, lse, seed, offset)
+        dq, dk, dv = flash_backward(
+            grad.contiguous(), q, k, v, saved, cu, ctx.max_len, ctx.dropout, ctx.scale
+        )
+        return dq, dk, dv, None, None, None, None
+
+
+def flash_forward(q, k, v, cu, max_len: int, dropout: float, scale: float | None):
+    """``(out, logsumexp, philox seed, philox offset)`` of PyTorch's flash varlen kernel on
+    ``[N, heads, d]`` inputs with text boundaries ``cu`` (int32)."""
+    out, lse, seed, offset, _ = torch.ops.aten._flash_attention_forward(
+        q, k, v, cu, cu, max_len, max_len, dropout, False, False, scale=scale
+    )
+    return out, lse, seed, offset
+
+
+def flash_backward(grad, q, k, v, saved, cu, max_len: int, dropout: float, scale: float | None):
+    """``(dq, dk, dv)`` of `flash_forward` (``saved``: its outputs)."""
+    out, lse, seed, offset = saved
+    n = max_len
+    return torch.ops.aten._flash_attention_backward(
+        grad, q, k, v, out, lse, cu, cu, n, n, dropout, False, seed, offset, scale=scale
+    )
+
+
+def _torch_flash(q, k, v, cu_seq_lens, max_len, dropout, scaling) -> torch.Tensor:
+    if not _half_on_cuda(q):
+        raise ConfigError("varlen kernel torch_flash: needs CUDA tensors in fp16 or bf16")
+    cu = cu_seq_lens.to(device=q.device, dtype=torch.int32)
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    return _TorchFlashVarlen.apply(q, k, v, cu, int(max_len), float(dropout), scaling)
+
+
 def varlen_attention(
     module: Any,
     query: torch.Tensor,
@@ -103,10 +183,12 @@ def varlen_attention(
     attention_mask: torch.Tensor | None,
     dropout: float = 0.0,
     scaling: float | None = None,
+    kernel: str = "auto",
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Attention within each packed text (``cu_seq_lens`` in ``kwargs``), else transformers'
-    SDPA. Inputs ``[1, heads, N, d]``; returns ``[1, N, heads, d]`` as transformers expects."""
+    """Attention within each packed text (``cu_seq_lens`` in ``kwargs``) through ``kernel``
+    (`KERNELS`), else transformers' SDPA. Inputs ``[1, heads, N, d]``; returns
+    ``[1, N, heads, d]`` as transformers expects."""
     cu_seq_lens = kwargs.pop(CU_SEQ_LENS, None)
     max_len = kwargs.pop(MAX_LENGTH, None)
     if cu_seq_lens is None:
@@ -116,7 +198,13 @@ def varlen_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [N, heads, d]
-    flash = _flash_varlen() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) else None
+    if kernel == "torch_flash":
+        return _torch_flash(q, k, v, cu_seq_lens, max_len, dropout, scaling).unsqueeze(0), None
+    flash = _flash_varlen() if kernel in ("auto", "flash_attn") and _half_on_cuda(q) else None
+    if kernel == "flash_attn" and flash is None:
+        raise ConfigError(
+            "varlen kernel flash_attn: needs the flash-attn package and CUDA tensors in fp16/bf16"
+        )
     if flash is not None:
         cu = cu_seq_lens.to(torch.int32)
         out = flash(q, k, v, cu, cu, int(max_len), int(max_len), dropout, softmax_scale=scaling)
@@ -209,9 +297,11 @@ def padding_share(lengths: Sequence[int], chunks: Sequence[Sequence[int]], width
 
 
 __all__ = [
+    "KERNELS",
     "SUPPORTED",
     "VARLEN",
     "enable",
+    "implementation_name",
     "is_packed",
     "pack",
     "packed_states",

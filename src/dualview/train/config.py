@@ -84,6 +84,9 @@ class OptimConfig(StrictModel):
     # default lr and no weight decay (decay would pull its identity/zero start toward 0).
     head_lr: float = Field(1e-3, gt=0)
     head_weight_decay: float = Field(0.0, ge=0)
+    # AdamW's fused kernel (one launch for all parameters): None = on when every parameter is
+    # on CUDA (the default since fused AdamW exists); true/false force it (true works on CPU).
+    fused: bool | None = None
 
 
 class TrainConfig(StrictModel):
@@ -99,13 +102,25 @@ class TrainConfig(StrictModel):
     # GradCache: None = off; an int = texts per chunk; "auto" = chunks bounded in tokens by
     # what fits in GPU memory (measured at start-up). Chunks hold length-sorted texts.
     gradcache_chunk_size: int | Literal["auto"] | None = None
+    # With gradcache_chunk_size "auto": this many padded tokens per chunk instead of the
+    # budget measured at start-up (a chunk-size sweep; None: measured).
+    gradcache_max_tokens: int | None = Field(None, gt=0)
+    # GradCache chunk widths are rounded up to a multiple of this (8: tensor-core friendly;
+    # 64 or 128: a few static shapes for compile). Padding is masked: same losses.
+    pad_multiple: int = Field(8, gt=0)
     epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)
     seed: int = 42
     # "auto": bf16 autocast on a GPU that supports it (else fp16), fp32 on CPU.
     mixed_precision: Literal["auto", "no", "fp16", "bf16"] = "auto"
-    # torch.compile the backbone (compiles once per run, dynamic shapes).
-    compile: bool = False
+    # torch.compile: true compiles the whole backbone (dynamic shapes); "layers" compiles
+    # each transformer layer on its own (one compiled code shared by all layers: far less
+    # compile time), best with pad_multiple 64 so chunk widths come in a few shapes.
+    compile: bool | Literal["layers"] = False
+    # Attention kernel of packed chunks (model.unpadded): "auto" (flash-attn's varlen kernel
+    # when installed, else SDPA on nested tensors), "nested", "torch_flash" (PyTorch's own
+    # flash-attention varlen kernel; CUDA, bf16/fp16), "flash_attn" (the package).
+    varlen_kernel: Literal["auto", "nested", "torch_flash", "flash_attn"] = "auto"
     checkpoint_every: int = Field(500, gt=0)
     keep_checkpoints: int = Field(2, gt=0)
     log_every: int = Field(1, gt=0)
@@ -147,6 +162,22 @@ class TrainConfig(StrictModel):
             )
         if reranker and "temperature" not in self.loss.model_fields_set:
             self.loss.temperature = DEFAULT_RERANK_TEMPERATURE
+        return self
+
+    @model_validator(mode="after")
+    def _speed_options_apply(self) -> TrainConfig:
+        # options that only act on GradCache chunks or packed chunks: an error, not a no-op
+        if self.gradcache_max_tokens is not None and self.gradcache_chunk_size != "auto":
+            raise ValueError(
+                "gradcache_max_tokens: needs gradcache_chunk_size: auto "
+                f"(it is {self.gradcache_chunk_size!r})"
+            )
+        if self.pad_multiple != 8 and self.gradcache_chunk_size is None:
+            raise ValueError("pad_multiple: rounds GradCache chunks; set gradcache_chunk_size")
+        if self.pad_multiple != 8 and self.model.kind != "bi_encoder":
+            raise ValueError("pad_multiple: rounds a bi-encoder's chunks (rerankers: 8 only)")
+        if self.varlen_kernel != "auto" and not self.model.unpadded:
+            raise ValueError("varlen_kernel: chooses the kernel of model.unpadded; set it to true")
         return self
 
     @model_validator(mode="after")

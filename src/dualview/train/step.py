@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dualview.models.bi_encoder import BiEncoder, TextKind
-from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
+from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
 from dualview.train.objectives import Objective
 from dualview.train.query_encoding import QueryEncoding, TextGroups, query_encoding
@@ -94,6 +94,7 @@ def _state_mask(model: BiEncoder, share: _Share, device: torch.device) -> torch.
         pad_id=0,
         left=model.tokenizer.padding_side == "left",
         max_length=model.max_length(share.kind),
+        multiple=share.multiple,
     )
     return inputs["attention_mask"].to(device)
 
@@ -118,11 +119,15 @@ class Chunking:
     """How GradCache cuts a share of texts: length-sorted chunks bounded in texts and tokens.
 
     ``max_tokens`` bounds a chunk's padded size (texts x longest text), which is what its
-    activations cost; ``max_items`` bounds its number of texts.
+    activations cost; ``max_items`` bounds its number of texts. ``pad_multiple`` rounds each
+    chunk's width up (8: tensor-core friendly; 64 or 128: a few static shapes, which
+    ``torch.compile`` reuses instead of recompiling per width). Padding is masked, so the
+    embeddings do not depend on it beyond float rounding.
     """
 
     max_items: int | None = None
     max_tokens: int | None = None
+    pad_multiple: int = PAD_MULTIPLE
 
 
 @dataclass
@@ -152,6 +157,7 @@ class _Share:
     kind: TextKind
     chunks: list[list[int]]  # indices into tokens (absolute), one list per chunk
     width: int | None = None  # token-state groups: padded width of the whole group
+    multiple: int = PAD_MULTIPLE  # chunk widths are rounded up to a multiple of this
 
 
 def _shares(
@@ -166,21 +172,24 @@ def _shares(
     for name, (texts, kind) in groups.items():
         tokens = batch.tokens.get(name) or model.tokenize_ids(texts, kind)
         lo, hi = shard_bounds(len(texts), size, rank)
+        multiple = chunking.pad_multiple if chunking is not None else PAD_MULTIPLE
         if chunking is None:
             chunks = [list(range(lo, hi))] if hi > lo else []
         else:
-            local = plan_chunks(tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens)
+            local = plan_chunks(
+                tokens.lengths[lo:hi], chunking.max_items, chunking.max_tokens, multiple
+            )
             chunks = [[lo + i for i in chunk] for chunk in local]
         width = None
         if name in state_groups:
             longest = int(tokens.lengths.max()) if len(tokens) else 0
-            width = padded_width(longest, model.max_length(kind))
-        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks, width)
+            width = padded_width(longest, model.max_length(kind), multiple)
+        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks, width, multiple)
     return shares
 
 
 def _encode_chunk(model: BiEncoder, share: _Share, chunk: list[int]) -> torch.Tensor:
-    inputs = model.pad(share.tokens, chunk, share.kind)
+    inputs = model.pad(share.tokens, chunk, share.kind, share.multiple)
     if share.width is None:
         return model.embed(inputs).float()
     states = model.token_states(inputs).float()  # [c, w, d], w <= the group's width
@@ -227,7 +236,7 @@ def _padded_tokens(model: BiEncoder, share: _Share) -> int:
         return int(share.tokens.lengths[share.lo : share.hi].sum())
     limit = model.max_length(share.kind)
     return sum(
-        len(chunk) * padded_width(int(share.tokens.lengths[chunk].max()), limit)
+        len(chunk) * padded_width(int(share.tokens.lengths[chunk].max()), limit, share.multiple)
         for chunk in share.chunks
     )
 

@@ -37,7 +37,9 @@ from dualview.errors import ConfigError, DataError
 from dualview.io.append import AppendJsonlWriter, repair_torn_tail
 from dualview.io.atomic import atomic_copy, atomic_write_text
 from dualview.lock import folder_lock
+from dualview.models import unpadded
 from dualview.models.bi_encoder import BiEncoder
+from dualview.models.compiled import compile_backbone
 from dualview.models.rerankers import build_reranker
 from dualview.models.saved import TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
 from dualview.perf import (
@@ -67,9 +69,10 @@ MODEL_DIR = "model"
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
-    """AdamW (fused on CUDA); biases and normalisation weights are not decayed; the model's
-    interaction head (``model.head_parameters()``) has its own group (``optim.head_lr``,
-    ``optim.head_weight_decay``), last so that group 0 stays the backbone's."""
+    """AdamW (fused on CUDA unless ``optim.fused`` says otherwise); biases and normalisation
+    weights are not decayed; the model's interaction head (``model.head_parameters()``) has
+    its own group (``optim.head_lr``, ``optim.head_weight_decay``), last so that group 0
+    stays the backbone's."""
     head = {id(p) for p in getattr(model, "head_parameters", list)()}
     decay, no_decay, head_params = [], [], []
     for name, param in model.named_parameters():
@@ -88,7 +91,8 @@ def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimi
             {"params": head_params, "lr": config.head_lr, "weight_decay": config.head_weight_decay}
         )
     on_cuda = all(p.is_cuda for group in groups for p in group["params"])
-    return torch.optim.AdamW(groups, lr=config.lr, fused=on_cuda or None)
+    fused = on_cuda if config.fused is None else config.fused
+    return torch.optim.AdamW(groups, lr=config.lr, fused=fused or None)
 
 
 def resolve_precision(requested: str) -> str:
@@ -174,8 +178,9 @@ class Trainer:
         self.model = build_model(config).to(self.accelerator.device)
         backbone = getattr(self.model, "backbone", self.model)
         self.shape = ModelShape.of(backbone)
-        if config.compile:
-            backbone.compile(dynamic=True)
+        if config.model.unpadded and config.varlen_kernel != "auto":
+            unpadded.enable(backbone, config.varlen_kernel)
+        compile_backbone(backbone, config.compile)
         self.loss_fn = build_objective(config.loss)
         self.stream = BatchStream(
             records,
@@ -233,8 +238,11 @@ class Trainer:
         size = self.config.gradcache_chunk_size
         if size is None:
             return None
+        multiple = self.config.pad_multiple
         if size != "auto":
-            return Chunking(max_items=int(size))
+            return Chunking(max_items=int(size), pad_multiple=multiple)
+        if self.config.gradcache_max_tokens is not None:
+            return Chunking(max_tokens=self.config.gradcache_max_tokens, pad_multiple=multiple)
         if self.reranker:
             model = self.model
             budget = auto_token_budget(
@@ -245,7 +253,7 @@ class Trainer:
             budget = auto_token_budget(self.model, self._autocast, length)
         if self.accelerator.is_main_process:
             print(budget.describe(), flush=True)
-        return Chunking(max_tokens=budget.max_tokens)
+        return Chunking(max_tokens=budget.max_tokens, pad_multiple=multiple)
 
     def _total_steps(self) -> int:
         per_epoch = self.stream.batches_per_epoch() // self.config.grad_accumulation_steps
