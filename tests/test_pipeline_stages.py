@@ -88,7 +88,7 @@ def test_interrupted_training_is_not_marked_done(tmp_path, monkeypatch):
 
     calls = []
 
-    def fake_train(config, resume=False, allow_config_change=False):
+    def fake_train(config, resume=False, allow_config_change=False, overwrite=False):
         calls.append(resume)
         return trainer.TrainResult(None, steps=3, interrupted=True, first_loss=1, last_loss=1)
 

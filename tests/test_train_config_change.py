@@ -126,5 +126,5 @@ def test_checkpoint_without_snapshot_is_not_compared(tmp_path, capsys) -> None:
     config = TrainConfig.model_validate(
         {"data": {"train_file": str(FIXTURE)}, "output_dir": str(tmp_path)}
     )
-    assert check_resume(config, old, allow=False)["changes"] == []
+    assert check_resume(config, old, allow=False).snapshot["changes"] == []
     assert "was not compared" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dualview.errors import DualviewError, input_error
+from dualview.errors import DataError, DualviewError, input_error
 
 LOCK_FILE = ".dualview.lock"
 
@@ -76,12 +76,20 @@ def exclusive(lock_path: str | Path, what: str = "folder") -> Iterator[dict]:
             "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode() + b"\n", 0)
-        os.fsync(fd)
+        _write_holder(fd, lock_path, me)
         yield me
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _write_holder(fd: int, lock_path: Path, holder: dict) -> None:
+    """Write the holder information; a failed write (a full disk) is one located error."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode() + b"\n", 0)
+        os.fsync(fd)
+    except OSError as exc:
+        raise DataError(lock_path, None, "lock", input_error(lock_path, exc).message) from None
 
 
 def folder_lock(folder: str | Path, what: str = "run folder"):

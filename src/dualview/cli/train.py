@@ -34,13 +34,27 @@ def train_cmd(
             "(the differences are recorded in train_log.jsonl and config_changes.json).",
         ),
     ] = False,
+    overwrite_output_dir: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite-output-dir",
+            help="Start afresh in an output_dir that holds an earlier run: delete its "
+            "checkpoints, train_log.jsonl, model and config_changes.json first (without it "
+            "such a folder is refused).",
+        ),
+    ] = False,
 ) -> None:
     """Train as configured; checkpoints and OUTPUT_DIR/model (sentence-transformers folder)."""
     from dualview.hub.model_card import write_model_card  # heavy imports only when training
     from dualview.train.trainer import train
 
     train_config = load_config(TrainConfig, config, sets or [])
-    result = train(train_config, resume=resume, allow_config_change=allow_config_change)
+    result = train(
+        train_config,
+        resume=resume,
+        allow_config_change=allow_config_change,
+        overwrite=overwrite_output_dir,
+    )
     if result.interrupted:
         console.print(f"stopped at step {result.steps}: checkpoint saved, continue with --resume")
         raise typer.Exit(code=143)

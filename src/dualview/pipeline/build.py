@@ -285,7 +285,11 @@ def train_stage(
 
         config = train_config(exp, backbone, up[mix_stage_name] / "train.jsonl", out)
         resume = (out / "checkpoints").exists()
-        result = train(config, resume=resume, allow_config_change=allow_config_change)
+        # the folder is this stage's own: what a run killed before its first checkpoint left
+        # (its log) is started over, never refused
+        result = train(
+            config, resume=resume, allow_config_change=allow_config_change, overwrite=not resume
+        )
         if result.interrupted:
             raise Interrupted(f"{out}: training stopped at step {result.steps}; rerun to resume")
         if result.model_dir is not None:

@@ -1,22 +1,37 @@
 """Checkpoints for exact resume: weights, optimizer, scheduler, RNG states, data position.
 
 A checkpoint is a folder ``checkpoints/step-NNNNNNNN`` written under a temporary name and
-renamed into place once complete, so a kill mid-save never leaves a half checkpoint that
-``--resume`` would pick up. Each rank stores its own RNG states.
+renamed into place once complete (each file fsynced first), so a kill mid-save never leaves a
+half checkpoint that ``--resume`` would pick up; a failed write (a full disk) removes the
+unfinished folder and stops with one error naming the file (`writing`), the published
+checkpoints untouched. Each rank stores its own RNG states.
+
+A checkpoint that cannot be read (a truncated ``model.pt``, a garbage ``state.json``) or whose
+weights do not fit the configured model stops the resume with one `DataError` naming the file
+(exit 2). No older checkpoint is taken silently instead: that would redo steps without saying
+so and hide a damaged disk; the message names the earlier checkpoint to fall back to by
+removing the damaged one.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
+import os
+import pickle
 import random
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
+from dualview.errors import DataError, input_error
 from dualview.io.faults import fault_point
 from dualview.train.batching import DataPosition
 
@@ -57,6 +72,53 @@ def checkpoint_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:08d}"
 
 
+def staging_dir(root: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` is written before `publish_checkpoint` renames it."""
+    final = checkpoint_dir(root, step)
+    return final.with_name(final.name + ".tmp")
+
+
+def write_file(path: Path, fill: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``fill(handle)`` and fsync it; an `OSError` names ``path``.
+
+    ``torch.save`` into a Python file, not a path: its own writer turns a full disk into a
+    ``RuntimeError`` (``inline_container.cc``), a Python file raises the ``OSError``.
+    """
+    try:
+        with path.open("wb") as handle:
+            fill(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        exc.filename = exc.filename or str(path)
+        raise
+
+
+def save_tensors(obj: Any, path: Path) -> None:
+    write_file(path, functools.partial(torch.save, obj))
+
+
+def write_json(path: Path, data: Any, indent: int | None = None) -> None:
+    text = json.dumps(data, indent=indent) + ("\n" if indent is not None else "")
+    write_file(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+@contextmanager
+def writing(staging: Path) -> Iterator[Path]:
+    """Around the writes of one checkpoint: an OS error (a full disk) removes the unfinished
+    ``staging`` folder and becomes one `DataError` naming the file; the checkpoints already
+    published are untouched."""
+    try:
+        yield staging
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        path = Path(exc.filename or staging)
+        reason = input_error(path, exc).message
+        raise DataError(
+            path, None, "write", f"{reason}; this checkpoint was not saved, earlier ones are intact"
+        ) from None
+
+
 def save_checkpoint(
     root: Path,
     state: TrainState,
@@ -65,20 +127,21 @@ def save_checkpoint(
     scheduler: Any,
     rank: int = 0,
 ) -> Path:
-    """Write one checkpoint (rank 0 writes weights and optimizer; every rank its RNG)."""
-    final = checkpoint_dir(root, state.step)
-    staging = final.with_name(final.name + ".tmp")
+    """Write one checkpoint (rank 0 writes weights and optimizer; every rank its RNG).
+
+    Call it inside `writing` (on the staging folder it returns)."""
+    staging = staging_dir(root, state.step)
     staging.mkdir(parents=True, exist_ok=True)
     # The staging folder is renamed into place only when complete (publish_checkpoint).
-    torch.save(rng_states(), staging / f"rng-{rank}.pt")
+    save_tensors(rng_states(), staging / f"rng-{rank}.pt")
     fault_point("checkpoint rng")
     if rank == 0:
-        torch.save(model.state_dict(), staging / "model.pt")
+        save_tensors(model.state_dict(), staging / "model.pt")
         fault_point("checkpoint model")
-        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
-        torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+        save_tensors(optimizer.state_dict(), staging / "optimizer.pt")
+        save_tensors(scheduler.state_dict(), staging / "scheduler.pt")
         fault_point("checkpoint optimizer")
-        (staging / STATE_FILE).write_text(json.dumps(asdict(state)), encoding="utf-8")
+        write_json(staging / STATE_FILE, asdict(state))
     return staging
 
 
@@ -107,6 +170,81 @@ def latest_checkpoint(root: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def damaged(path: Path, reason: str) -> DataError:
+    """``PATH: checkpoint: REASON`` and how to go on: the earlier checkpoint, or afresh."""
+    folder = path.parent
+    earlier = [p for p in complete_checkpoints(folder.parent) if p.name < folder.name]
+    way = (
+        f"remove {folder} to resume from {earlier[-1].name}"
+        if earlier
+        else "start afresh with --overwrite-output-dir"
+    )
+    return DataError(path, None, "checkpoint", f"{reason}; {way}")
+
+
+def _first_sentence(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text.split(". ")[0][:200]
+
+
+def _unreadable(path: Path, exc: OSError) -> DataError:
+    """A missing file, or one that cannot be read (torch seeks past the end of some truncated
+    files: EINVAL)."""
+    reason = input_error(path, exc).message
+    return damaged(
+        path, reason if exc.errno == errno.ENOENT else f"damaged or unreadable ({reason})"
+    )
+
+
+def load_file(path: Path, weights_only: bool = True, map_location: str | None = None) -> Any:
+    """``torch.load`` of one checkpoint file; an unreadable one is a `damaged` error."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=weights_only)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+        raise damaged(path, f"damaged or unreadable ({_first_sentence(exc)})") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of a checkpoint; unreadable or not JSON is a `damaged` error."""
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    except ValueError as exc:
+        raise damaged(path, f"damaged: not valid JSON ({exc})") from None
+
+
+def read_state(checkpoint: Path) -> TrainState:
+    """The progress counters in ``CHECKPOINT/state.json`` (non-negative integers)."""
+    path = checkpoint / STATE_FILE
+    data = read_json(path)
+    names = [f.name for f in fields(TrainState)]
+    valid = isinstance(data, dict) and set(names) <= set(data)
+    if not valid or not all(type(data[n]) is int and data[n] >= 0 for n in names):
+        raise damaged(path, f"damaged: expected an object of non-negative integers {names}")
+    return TrainState(**{n: data[n] for n in names})
+
+
+def _restore(path: Path, target: Any, what: str, map_location: str | None = None) -> None:
+    """``target.load_state_dict`` of the file ``path``; a mismatch is one located error."""
+    saved = load_file(path, map_location=map_location)
+    try:
+        target.load_state_dict(saved)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = (lines[1] if len(lines) > 1 else _first_sentence(exc))[:200]
+        more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+        raise DataError(
+            path,
+            None,
+            "checkpoint",
+            f"does not fit the configured {what}: {detail}{more}; resume with the checkpoint's "
+            "model settings, or train the new model in a fresh output_dir",
+        ) from None
+
+
 def load_checkpoint(
     path: Path,
     model: torch.nn.Module,
@@ -114,11 +252,15 @@ def load_checkpoint(
     scheduler: Any,
     rank: int = 0,
 ) -> TrainState:
-    """Restore everything saved by `save_checkpoint`; returns the progress counters."""
-    model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    """Restore everything saved by `save_checkpoint`; returns the progress counters.
+
+    A file that cannot be read, or weights of another shape or model kind, stop with one
+    `DataError` naming the file (module docstring)."""
+    state = read_state(path)
+    _restore(path / "model.pt", model, "model", map_location="cpu")
+    _restore(path / "optimizer.pt", optimizer, "optimizer")
+    _restore(path / "scheduler.pt", scheduler, "scheduler")
     rng_file = path / f"rng-{rank}.pt"
     if rng_file.exists():
-        restore_rng_states(torch.load(rng_file, weights_only=False))
-    return TrainState(**json.loads((path / STATE_FILE).read_text(encoding="utf-8")))
+        restore_rng_states(load_file(rng_file, weights_only=False))
+    return state

@@ -6,15 +6,19 @@ accepted changes. ``dualview train --resume`` compares the config it is given wi
 latest checkpoint's:
 
 - a key whose value differs is a change (``old -> new``);
-- a path that only moved is not: the old and new paths name files with the same sha256;
+- a file the config names is compared by content: a path that only moved is not a change
+  (the old and new paths name files with the same sha256), a file edited in place is one
+  (same path, another sha256); snapshots written before hashes existed compare paths only;
 - keys that change how the run is carried out, not what it computes, never count
   (``IGNORED_KEYS``: ``output_dir``, where the checkpoint is read from; loader workers and
   prefetch; logging, checkpoint and tracking settings).
 
 Changes stop the resume (`ConfigChanged`, exit 2) unless they are allowed
 (``--allow-config-change``); allowed changes are printed, written as one line to
-``train_log.jsonl`` and to ``OUTPUT_DIR/config_changes.json``, carried in later checkpoints,
-and copied into the saved model folder.
+``train_log.jsonl`` and to ``OUTPUT_DIR/config_changes.json`` (`record_change`, once the
+checkpoint has loaded into the new config's model, so that a change the weights do not fit is
+refused with nothing written), carried in later checkpoints, and copied into the saved model
+folder. A ``config.json`` that is not a snapshot stops the resume with one located error.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dualview.data.manifest import file_sha256
 from dualview.errors import ConfigError
 from dualview.io.append import AppendJsonlWriter
 from dualview.io.atomic import atomic_write_json
-from dualview.train.checkpoint import STATE_FILE, latest_checkpoint
+from dualview.train.checkpoint import damaged, latest_checkpoint, read_json, read_state, write_json
 from dualview.train.config import TrainConfig
 
 SNAPSHOT_FILE = "config.json"
@@ -60,12 +64,32 @@ class Change:
     key: str
     old: Any
     new: Any
+    old_sha256: str | None = None  # set for a file the config names, when both are known
+    new_sha256: str | None = None
 
     def describe(self) -> str:
+        if self.old == self.new and self.old_sha256 and self.new_sha256:
+            return (
+                f"{self.key}: {json.dumps(self.new)} edited in place "
+                f"(sha256 {self.old_sha256[:12]}… -> {self.new_sha256[:12]}…)"
+            )
         return f"{self.key}: {json.dumps(self.old)} -> {json.dumps(self.new)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "old": self.old, "new": self.new}
+        data = {"key": self.key, "old": self.old, "new": self.new}
+        if self.old_sha256 and self.new_sha256:
+            data.update(old_sha256=self.old_sha256, new_sha256=self.new_sha256)
+        return data
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a run starts with: the snapshot its checkpoints carry, and the config change
+    accepted now (None when there is none), which `record_change` writes once the
+    checkpoint has loaded."""
+
+    snapshot: dict[str, Any]
+    change: dict[str, Any] | None = None
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -100,59 +124,76 @@ def snapshot(config: TrainConfig, history: list[dict[str, Any]] | None = None) -
 def save_snapshot(staging: Path, data: dict[str, Any]) -> None:
     """Write the snapshot into a checkpoint's staging folder (renamed into place whole once
     complete, like its ``state.json``, so a plain write is enough and adds no fault point)."""
-    (staging / SNAPSHOT_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_json(staging / SNAPSHOT_FILE, data, indent=1)
 
 
 def load_snapshot(checkpoint: Path) -> dict[str, Any] | None:
-    """The checkpoint's config snapshot, or None for checkpoints written before it existed."""
+    """The checkpoint's config snapshot, or None for checkpoints written before it existed.
+    A file that is not a snapshot is a located error (`dualview.train.checkpoint.damaged`)."""
     path = checkpoint / SNAPSHOT_FILE
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
+    kinds = {"config": dict, "file_sha256": dict, "changes": list}
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise damaged(path, "damaged: not a config snapshot (an object with a 'config' object)")
+    for key, kind in kinds.items():
+        if not isinstance(data.get(key, kind()), kind):
+            raise damaged(path, f"damaged: {key!r} is not a JSON {kind.__name__}")
+    return data
 
 
-def _moved_only(key: str, new: Any, hashes: dict[str, str]) -> bool:
-    """True when ``key`` names a file whose content equals the one the checkpoint saw."""
-    if key not in hashes or not isinstance(new, str) or not Path(new).is_file():
-        return False
-    return file_sha256(new) == hashes[key]
+def file_hashes(config: TrainConfig) -> dict[str, str]:
+    """sha256 of every existing file the config names, by key."""
+    return {k: file_sha256(p) for k, p in _path_keys(config).items()}
 
 
-def config_changes(saved: dict[str, Any], config: TrainConfig) -> list[Change]:
-    """Keys of ``config`` that differ from the ``saved`` snapshot, sorted by key."""
+def config_changes(
+    saved: dict[str, Any], config: TrainConfig, hashes_now: dict[str, str] | None = None
+) -> list[Change]:
+    """Keys of ``config`` that differ from the ``saved`` snapshot, sorted by key.
+
+    A file both snapshots hashed is compared by content (module docstring); ``hashes_now``:
+    `file_hashes` of ``config`` when the caller has them already."""
     old = flatten(saved.get("config", {}))
     new = flatten(config.model_dump(mode="json"))
     hashes = saved.get("file_sha256", {})
+    current = file_hashes(config) if hashes_now is None else hashes_now
     changes = []
     for key in sorted(old.keys() | new.keys()):
-        if key in IGNORED_KEYS or old.get(key) == new.get(key):
+        if key in IGNORED_KEYS:
             continue
-        if _moved_only(key, new.get(key), hashes):
-            continue
-        changes.append(Change(key, old.get(key), new.get(key)))
+        then, now = hashes.get(key), current.get(key)
+        if then and now:
+            if then != now:
+                changes.append(Change(key, old.get(key), new.get(key), then, now))
+        elif old.get(key) != new.get(key):
+            changes.append(Change(key, old.get(key), new.get(key)))
     return changes
 
 
 def check_resume(
     config: TrainConfig, checkpoint: Path | None, allow: bool, main: bool = True
-) -> dict[str, Any]:
-    """Compare ``config`` with ``checkpoint``'s; the snapshot the resumed run carries on with.
+) -> Resume:
+    """Compare ``config`` with ``checkpoint``'s; what the resumed run carries on with.
 
     Raises `ConfigChanged` listing ``key: old -> new`` when they differ and ``allow`` is
-    false. When allowed, the main process records the changes (see module docstring).
+    false. Writes nothing: an allowed change is `Resume.change`, for `record_change`.
     """
     if checkpoint is None:
-        return snapshot(config)
+        return Resume(snapshot(config))
     saved = load_snapshot(checkpoint)
+    step = read_state(checkpoint).step
+    now = snapshot(config)
     if saved is None:
         if main:
             print(f"{checkpoint} has no {SNAPSHOT_FILE} (an older dualview wrote it): "
                   "the config was not compared", flush=True)  # fmt: skip
-        return snapshot(config)
-    changes = config_changes(saved, config)
-    history = list(saved.get("changes", []))
+        return Resume(now)
+    changes = config_changes(saved, config, now["file_sha256"])
+    now["changes"] = history = list(saved.get("changes", []))
     if not changes:
-        return snapshot(config, history)
+        return Resume(now)
     listing = "\n".join(f"  {c.describe()}" for c in changes)
     if not allow:
         raise ConfigChanged(
@@ -160,24 +201,27 @@ def check_resume(
             "resume with --allow-config-change to continue under the new config "
             "(the differences are then recorded), or start a fresh output_dir"
         )
-    step = json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))["step"]
     entry = {"step": step, "event": "config_change", "changes": [c.to_json() for c in changes]}
     history.append(entry)
-    if main:
-        print(f"resuming at step {step} under a changed config:\n{listing}", flush=True)
-        record_changes(Path(config.output_dir), entry, history)
-    return snapshot(config, history)
+    return Resume(now, entry)
 
 
-def start(config: TrainConfig, resume: bool, allow: bool, main: bool = True) -> dict[str, Any]:
-    """The snapshot a run starts with: checked against the latest checkpoint on resume; a
-    fresh run forgets the changes file of an earlier run in the same folder."""
-    output_dir = Path(config.output_dir)
+def start(config: TrainConfig, resume: bool, allow: bool, main: bool = True) -> Resume:
+    """What a run starts with: on resume, checked against the latest checkpoint."""
     if resume:
-        return check_resume(config, latest_checkpoint(output_dir / "checkpoints"), allow, main)
-    if main:
-        (output_dir / CHANGES_FILE).unlink(missing_ok=True)
-    return snapshot(config)
+        checkpoint = latest_checkpoint(Path(config.output_dir) / "checkpoints")
+        return check_resume(config, checkpoint, allow, main)
+    return Resume(snapshot(config))
+
+
+def record_change(output_dir: Path, resumed: Resume) -> None:
+    """Print and record the change a resume accepted (nothing when there is none)."""
+    entry = resumed.change
+    if entry is None:
+        return
+    listing = "\n".join(f"  {Change(**c).describe()}" for c in entry["changes"])
+    print(f"resuming at step {entry['step']} under a changed config:\n{listing}", flush=True)
+    record_changes(output_dir, entry, resumed.snapshot["changes"])
 
 
 def record_changes(output_dir: Path, entry: dict[str, Any], history: list[dict]) -> None:

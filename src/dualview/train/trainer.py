@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -167,9 +168,11 @@ def build_model(config: TrainConfig) -> nn.Module:
 class Trainer:
     """Train a `BiEncoder` or a reranker as configured; see the module docstring."""
 
-    def __init__(self, config: TrainConfig, snapshot: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: TrainConfig, start: drift.Resume | None = None) -> None:
         self.config = config
-        self.snapshot = snapshot  # written into every checkpoint (train/config_drift.py)
+        # its snapshot is written into every checkpoint; an accepted config change is recorded
+        # once the checkpoint has loaded (train/config_drift.py)
+        self.start = start
         self.precision = resolve_precision(config.mixed_precision)
         self.accelerator = self._make_accelerator()
         records = load_training_records(config.data.train_file)
@@ -438,16 +441,22 @@ class Trainer:
         return self.accelerator.unwrap_model(self.model)
 
     def save_checkpoint(self, state: ckpt.TrainState) -> Path:
+        """Write and publish a checkpoint; a full disk stops with one error, the earlier
+        checkpoints intact (`dualview.train.checkpoint.writing`)."""
         rank = self.accelerator.process_index
-        staging = ckpt.save_checkpoint(
-            self.checkpoints, state, self._unwrapped(), self.optimizer, self.scheduler, rank
-        )
-        if rank == 0 and self.snapshot is not None:
-            drift.save_snapshot(staging, self.snapshot)
+        staging = ckpt.staging_dir(self.checkpoints, state.step)
+        with ckpt.writing(staging):
+            model = self._unwrapped()
+            ckpt.save_checkpoint(
+                self.checkpoints, state, model, self.optimizer, self.scheduler, rank
+            )
+            if rank == 0 and self.start is not None:
+                drift.save_snapshot(staging, self.start.snapshot)
         self.accelerator.wait_for_everyone()
         final = staging
         if self.accelerator.is_main_process:
-            final = ckpt.publish_checkpoint(staging, self.config.keep_checkpoints)
+            with ckpt.writing(staging):
+                final = ckpt.publish_checkpoint(staging, self.config.keep_checkpoints)
         self.accelerator.wait_for_everyone()
         return final
 
@@ -463,6 +472,8 @@ class Trainer:
         )
         if self.accelerator.is_main_process:
             truncate_log(self.output_dir / LOG_FILE, state.step)
+            if self.start is not None:  # the weights fit: the change can be recorded
+                drift.record_change(self.output_dir, self.start)
         print(f"resumed from {path} at step {state.step}", flush=True)
         return state
 
@@ -513,8 +524,47 @@ def logged_losses(path: Path) -> tuple[float | None, float | None]:
     return (curve[0][1], curve[-1][1]) if curve else (None, None)
 
 
+# What a training run leaves in its output_dir (and a fresh run refuses to mix with).
+RUN_FILES = ("checkpoints", LOG_FILE, MODEL_DIR, drift.CHANGES_FILE)
+
+
+def earlier_run(output_dir: Path) -> list[str]:
+    """The files of an earlier training run in ``output_dir`` (`RUN_FILES` there)."""
+    found = []
+    for name in RUN_FILES:
+        path = output_dir / name
+        if path.is_file() or (path.is_dir() and any(path.iterdir())):
+            found.append(name)
+    return found
+
+
+def prepare_fresh(output_dir: Path, overwrite: bool) -> None:
+    """Before a fresh (not resumed) run: refuse an ``output_dir`` holding an earlier run, so
+    that a later ``--resume`` can never continue that run's checkpoints; ``overwrite``
+    deletes those files instead (only them: other files in the folder stay)."""
+    found = earlier_run(output_dir)
+    if not found:
+        return
+    if not overwrite:
+        raise ConfigError(
+            f"{output_dir}: output_dir holds an earlier training run ({', '.join(found)}); "
+            "continue it with --resume, delete it with --overwrite-output-dir, "
+            "or choose another output_dir"
+        )
+    for name in found:
+        path = output_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    print(f"{output_dir}: deleted the earlier run's {', '.join(found)}", flush=True)
+
+
 def train(
-    config: TrainConfig, resume: bool = False, allow_config_change: bool = False
+    config: TrainConfig,
+    resume: bool = False,
+    allow_config_change: bool = False,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Library entry point: build a `Trainer` and run it.
 
@@ -522,12 +572,17 @@ def train(
     ``OUTPUT_DIR/.dualview.lock`` for the whole run, so a second run on the same folder stops
     at once (exit 2, naming the holder's pid) instead of mixing checkpoints and logs.
 
-    A resume whose config differs from the checkpoint's stops (exit 2) unless
-    ``allow_config_change``; see `dualview.train.config_drift`.
+    A fresh run refuses an ``output_dir`` that holds an earlier run unless ``overwrite``
+    (`prepare_fresh`). A resume whose config differs from the checkpoint's stops (exit 2)
+    unless ``allow_config_change``; see `dualview.train.config_drift`.
     """
+    if resume and overwrite:
+        raise ConfigError("--overwrite-output-dir starts afresh: it cannot go with --resume")
     first = int(os.environ.get("RANK", "0")) == 0
     with folder_lock(config.output_dir, "training folder") if first else nullcontext():
-        snapshot = drift.start(config, resume, allow_config_change, main=first)
-        result = Trainer(config, snapshot).train(resume=resume)
-        drift.copy_changes(snapshot["changes"], result.model_dir)
+        if first and not resume:
+            prepare_fresh(Path(config.output_dir), overwrite)
+        start = drift.start(config, resume, allow_config_change, main=first)
+        result = Trainer(config, start).train(resume=resume)
+        drift.copy_changes(start.snapshot["changes"], result.model_dir)
         return result
