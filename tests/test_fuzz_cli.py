@@ -31,6 +31,8 @@ from dualview.data import gold
 from dualview.data.mix import preset_config
 from dualview.hub.dataset import export_hub_dataset
 from dualview.io.atomic import write_jsonl
+from dualview.io.files import MAX_FILE_BYTES
+from dualview.models.reranker import RERANKER_FILE
 from dualview.review.store import make_verdict
 from dualview.synth.testing import StubServer
 from tests.conftest import FIXTURES
@@ -233,6 +235,13 @@ def model_member(member: str) -> Callable[[Path], Built]:
     return build
 
 
+def reranker_folder(root: Path) -> Built:
+    """A saved cross-encoder reranker (the tiny one); its description is the file under test."""
+    folder = root / "reranker"
+    shutil.copytree(Path(os.environ["FUZZ_TINY_RERANKER"]), folder)
+    return folder, folder / RERANKER_FILE
+
+
 def eval_result(root: Path) -> Built:
     _model_copy(root)
     folder = Path(os.environ["FUZZ_RUN_DIR"])
@@ -322,6 +331,7 @@ TARGETS = [
     Target(("train", "{P}"), train_data),
     Target(("eval", "{MODEL}", "-b", "paired={P}", "-o", "{O}/e"), paired_member("pairs.jsonl")),
     Target(("eval", "{MODEL}", "-b", "paired={P}", "-o", "{O}/e"), paired_member("corpus.jsonl")),
+    Target(("eval", "--reranker", "{P}", "--first-stage", "bm25", "-b", f"paired={PAIRED}", "-o", "{O}/e", "--no-cache"), reranker_folder, fmt="json", label="eval-reranker"),
     Target(("run", "{P}", "--dry-run"), yaml_file(experiment), fmt="yaml"),
     Target(("run", "{P}", "--dry-run"), yaml_file(sweep_experiment), fmt="yaml"),
     Target(("report", "{P}", "--out", "{O}/r"), run_dir_member("stages.json"), fmt="json"),
@@ -438,6 +448,47 @@ def yaml_unknown_key(path: Path) -> None:
     path.write_text(yaml.safe_dump(data))
 
 
+def no_final_newline(path: Path) -> None:
+    """Complete, but the last line lacks its newline (an editor's or a tool's output)."""
+    _set(path, path.read_bytes().rstrip(b"\r\n"))
+
+
+def lone_surrogate(path: Path) -> None:
+    """A JSON or YAML escape of half a surrogate pair (``\\ud800``) in the first string."""
+    if path.suffix in (".yaml", ".yml"):
+        data = yaml.safe_load(path.read_text())
+        keys = _first_text(data)
+        node = data
+        for key in keys[:-1]:
+            node = node[key]
+        if keys:
+            node[keys[-1]] = "\ud800" + node[keys[-1]]
+        else:  # a config without texts: in a key of its own
+            data["note"] = "\ud800"
+        path.write_text(yaml.safe_dump(data, allow_unicode=False))  # escaped: "\uD800..."
+        return
+    data = path.read_bytes()
+    index = data.index(b'": "') + len(b'": "')
+    _set(path, data[:index] + b"\\udc80" + data[index:])
+
+
+def _first_text(node: dict | list) -> list:
+    """The key path of the first string leaf of a YAML document."""
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        if isinstance(value, str):
+            return [key]
+        if isinstance(value, (dict, list)) and (inner := _first_text(value)):
+            return [key, *inner]
+    return []
+
+
+def oversized(path: Path) -> None:
+    """Valid content followed by zeros, one byte past `MAX_FILE_BYTES` (a sparse file)."""
+    with path.open("r+b") as handle:
+        handle.truncate(MAX_FILE_BYTES + 1)
+
+
 def symlink_loop(path: Path) -> None:
     path.unlink()
     os.symlink(path.name, path)
@@ -485,8 +536,13 @@ INPUTS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "yaml_unknown_key": (yaml_unknown_key, ("yaml",)),
     "symlink_loop": (symlink_loop, ALL),
     "unreadable": (unreadable, ALL),
+    "no_final_newline": (no_final_newline, ALL),
+    "lone_surrogate": (lone_surrogate, ("jsonl", "json", "yaml")),
+    "oversized": (oversized, ("yaml", "json", "md")),
 }
-VALID_INPUTS = {"bom_crlf"}
+VALID_INPUTS = {"bom_crlf", "no_final_newline"}
+# What the error line must say for an input (beyond naming the file).
+EXPECTED = {"lone_surrogate": "lone surrogate", "oversized": "larger than 64 MiB"}
 
 
 def cases() -> list:
@@ -507,11 +563,16 @@ CASES = cases()
 def env(tmp_path_factory: pytest.TempPathFactory):
     """The stub LLM, a tiny encoder and a finished run folder (for ``report``)."""
     from dualview.eval.run import evaluate
+    from tests.test_eval_rerank import make_tiny_cross_encoder
     from tests.train_tiny import make_tiny_encoder
 
     root = tmp_path_factory.mktemp("fuzz-env")
     tiny = make_tiny_encoder(root / "tiny")
     os.environ["FUZZ_TINY_MODEL"] = str(tiny)
+    reranker = make_tiny_cross_encoder(root / "reranker")
+    description = {"kind": "cross_encoder", "query_template": "{query} {instruction}"}
+    (reranker / RERANKER_FILE).write_text(json.dumps({**description, "max_length": 64}))
+    os.environ["FUZZ_TINY_RERANKER"] = str(reranker)
     run = root / "run"
     stage = run / "eval-0123456789ab"
     evaluate([str(tiny)], [f"paired={PAIRED}"], stage / "eval", cache=False)
@@ -527,6 +588,7 @@ def env(tmp_path_factory: pytest.TempPathFactory):
         os.environ["FUZZ_SHARD"] = str(shard_out)
         yield {"URL": server.base_url, "MODEL": str(tiny), "HUB": hub.url}
     os.environ.pop("FUZZ_TINY_MODEL")
+    os.environ.pop("FUZZ_TINY_RERANKER")
     os.environ.pop("FUZZ_RUN_DIR")
 
 
@@ -562,9 +624,16 @@ def invoke(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, st
     return code, captured.out, captured.err
 
 
-def check(code: int, out: str, err: str, target: Target, input_name: str, damaged: Path, arg: str):
+def check(
+    code: int, out: str, err: str, target: Target, input_name: str, damaged: Path, arg: str,
+    before: bytes | None = None,
+):  # fmt: skip
+    """Exit code and error line of one case; a valid input is also left as it was (readers
+    never write: ``before`` is its content before the command)."""
     if "Traceback" in out + err:
         pytest.fail(f"traceback:\n{err[-4000:]}", pytrace=False)
+    if before is not None and input_name in VALID_INPUTS and damaged.is_file():
+        assert damaged.read_bytes() == before, "a valid input was rewritten by its reader"
     allowed = {2}
     if input_name in VALID_INPUTS:
         allowed = {0}
@@ -579,6 +648,7 @@ def check(code: int, out: str, err: str, target: Target, input_name: str, damage
         # A damaged input is named; a valid one may still fail for another reason (one line).
         if input_name not in target.accepts:
             assert any(errors[0].startswith(f"error: {p}") for p in named), errors[0]
+            assert EXPECTED.get(input_name, "") in errors[0], errors[0]
         assert len(errors[0]) < 1000, "an error line must not dump the input"
 
 
@@ -591,8 +661,9 @@ def test_fuzz_matrix(target, input_name, env, tmp_path, capsys, monkeypatch) -> 
         _deny_root_unreadable(monkeypatch)
     _offline_stand_ins(monkeypatch, env)
     arg = _arg_of(target, argv)
+    before = damaged.read_bytes() if input_name in VALID_INPUTS else None
     code, out, err = invoke(argv, capsys)
-    check(code, out, err, target, input_name, damaged, arg)
+    check(code, out, err, target, input_name, damaged, arg, before)
 
 
 def _offline_stand_ins(monkeypatch: pytest.MonkeyPatch, env: dict) -> None:
@@ -630,7 +701,7 @@ def test_subprocess_sample(case_id: str, env, tmp_path: Path) -> None:
           _arg_of(target, argv))  # fmt: skip
 
 
-MATRIX = (25, 41, 15, 479)  # commands, path arguments, hostile inputs, cases
+MATRIX = (26, 42, 18, 587)  # commands, path arguments, hostile inputs, cases
 
 
 def test_matrix_size() -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
+import dualview
 from dualview.config import ConfigError, apply_overrides, load_config, parse_yaml_mapping
 from dualview.errors import DataError
 from dualview.io import append, files
@@ -218,6 +220,39 @@ def test_json_and_yaml_files_with_bom_and_crlf_are_read(tmp_path) -> None:
     config.write_bytes(_bom_crlf("model:\n  name_or_path: m\ndata:\n  train_file: t\n"))
     loaded = load_config(TrainConfig, config, ["output_dir=o"])
     assert loaded.model.name_or_path == "m"
+
+
+# Modules that read a file whole without `dualview.io.files`, each on purpose. Any other
+# module reads JSON and YAML through `read_json_file` / `read_input_text` / `read_yaml`.
+OWN_READERS = {
+    "config.py": "the YAML reader itself (over read_input_text)",
+    "lock.py": "its lock file, below the io layer",
+    "pipeline/stages.py": "its stage marker: a damaged one reruns the stage",
+    "train/trainer.py": "its training log, rewritten on resume",
+    "train/checkpoint.py": "its checkpoint state",
+    "eval/run.py": "its earlier result: an unreadable one is recomputed",
+    "synth/backends/gguf.py": "its checksum stamp: an unreadable one is recomputed",
+    "synth/backends/local.py": "its checksum stamp: an unreadable one is recomputed",
+    "synth/bench.py": "hashes the gold split it has read",
+    "cli/bench.py": "prints the Markdown it has just written",
+    "review/app.py": "the page's packaged static files",
+    "demo/__init__.py": "packaged data",
+    "docgen/results_doc.py": "the documentation pages it regenerates",
+}
+WHOLE_READ = re.compile(r"\.read_(text|bytes)\(|json\.load\(|yaml\.(safe_)?load\(")
+
+
+def test_files_read_whole_go_through_the_one_reader() -> None:
+    """One reader policy (BOM, CRLF, size cap, located errors): a new whole-file read outside
+    `dualview.io` fails here until it uses the shared readers or is listed with its reason."""
+    root = Path(dualview.__file__).parent
+    found = {
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.py")
+        if not path.relative_to(root).as_posix().startswith("io/")
+        and WHOLE_READ.search(path.read_text(encoding="utf-8"))
+    }
+    assert found <= set(OWN_READERS), sorted(found - set(OWN_READERS))
 
 
 # -- item 25: files read whole are capped before they are read ---------------------------

@@ -8,12 +8,12 @@ and ``dualview mine`` write one; the trainer copies it into the saved model fold
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_json
+from dualview.io.files import read_json_file
 
 SUFFIX = ".manifest.json"
 
@@ -55,10 +55,7 @@ def read_manifest(training_file: str | Path) -> dict[str, Any] | None:
     target = manifest_path(training_file)
     if not target.exists():
         return None
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(target, exc.lineno, "json", f"invalid manifest ({exc.msg})") from None
+    data = read_json_file(target)
     if not isinstance(data, dict):
         raise DataError(target, None, "json", "a manifest must be a JSON object")
     return data

@@ -41,7 +41,7 @@ from dualview.data.jsonl import validation_error_to_data_error
 from dualview.data.schema import content_id
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_json, atomic_write_text, write_jsonl
-from dualview.io.files import iter_json_lines
+from dualview.io.files import iter_json_lines, read_input_text
 
 PHENOMENA_DIR = Path(__file__).resolve().parent / "phenomena"
 SOURCE_DIR = PHENOMENA_DIR / "source"
@@ -229,7 +229,7 @@ def counts_markdown(counts: dict[str, Any]) -> str:
 
 def update_card(card: Path, counts: dict[str, Any]) -> None:
     """Rewrite the counts block between `CARD_START` and `CARD_END` of ``card``."""
-    text = card.read_text(encoding="utf-8")
+    text = read_input_text(card)
     start, end = text.find(CARD_START), text.find(CARD_END)
     if start < 0 or end < start:
         raise DataError(card, None, "counts", f"no {CARD_START!r} ... {CARD_END!r} block")

@@ -38,7 +38,6 @@ of ``docs/results.md`` fails on any); `write_tables` rewrites them. From the she
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from typing import Any
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_input_text, read_json_file
 from dualview.report.collect import eval_file_row
 from dualview.report.compare import significance_table
 from dualview.report.significance import PairedComparison
@@ -85,7 +85,7 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
         return _eval_folder_table(source, only)
     if not source.is_file():
         raise DataError(source, None, "table", "the report file does not exist")
-    text = source.read_text(encoding="utf-8")
+    text = read_input_text(source)
     if source.name.endswith(".csv"):
         try:
             return markdown_table([keep_metrics(row, only) for row in rows_from_csv(text)])
@@ -93,10 +93,7 @@ def render(source: Path, only: tuple[str, ...] = ()) -> str:
             raise DataError(source, 1, "configuration", str(exc)) from None
     if not source.name.endswith(".json"):
         raise DataError(source, None, "table", f"expected a .csv or a .json file; {KINDS}")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(source, exc.lineno, "json", exc.msg) from None
+    data = read_json_file(source)
     if isinstance(data, list):  # a report's significance.json
         comparisons = [PairedComparison.from_dict(item) for item in data]
         return significance_table([c for c in comparisons if metric_kept(c.metric, only)])

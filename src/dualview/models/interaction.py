@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from dualview.io.atomic import atomic_write_text
+from dualview.io.files import read_json_file
 from dualview.models.pooling import pool
 
 #: Sub-folder of a saved model that holds the head (config + weights).
@@ -135,7 +136,7 @@ def save_head(head: nn.Module, folder: str | Path, config: dict) -> Path:
 def read_head(folder: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """The config and weights a head saved in ``folder/interaction/`` (see `save_head`)."""
     sub = Path(folder) / HEAD_DIR
-    config = json.loads((sub / HEAD_CONFIG).read_text(encoding="utf-8"))
+    config = read_json_file(sub / HEAD_CONFIG)
     state = torch.load(sub / HEAD_WEIGHTS, map_location="cpu", weights_only=True)
     return config, state
 

@@ -13,7 +13,6 @@ records in memory.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ from typing import Any
 from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
-from dualview.io.files import iter_json_lines
+from dualview.io.files import iter_json_lines, read_json_file
 from dualview.review.sample import stratified_sample
 
 GOLD_PREFIX = "gold:"
@@ -123,7 +122,9 @@ def run_files(run: Path) -> tuple[Path, Path | None]:
     stages_file = run / "stages.json"
     if not stages_file.is_file():
         raise DataError(run, None, "stages.json", "not a run folder (no stages.json)")
-    stages = json.loads(stages_file.read_text(encoding="utf-8"))
+    stages = read_json_file(stages_file)
+    if not isinstance(stages, dict):
+        raise DataError(stages_file, None, "json", "expected a JSON object")
     source_stage = "synth" if "synth" in stages else "data"
     dv = run / stages.get(source_stage, "") / "dv.jsonl"
     if not dv.is_file():

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from dualview.errors import ConfigError
+from dualview.io.files import read_input_text
 from dualview.synth.parsing import normalize
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -70,4 +71,4 @@ def load_template(name: str, path: str | Path | None = None) -> PromptTemplate:
     source_path = Path(path) if path else PROMPTS_DIR / f"{name}.jinja"
     if not source_path.is_file():
         raise ConfigError(f"prompt template {source_path}: file does not exist")
-    return PromptTemplate(name, source_path.read_text(encoding="utf-8"))
+    return PromptTemplate(name, read_input_text(source_path))  # BOM, CRLF, size: one policy
