@@ -155,7 +155,7 @@ def fast_backend(url: str, **extra) -> OpenAIBackend:
         "timeout_s": 60.0,
         "max_retries": 2,
         "retry_base_s": 0.01,
-        "retry_max_s": 0.05,
+        "retry_max_s": 0.5,  # caps Retry-After too: above the stub's RETRY_AFTER
     }
     return OpenAIBackend(BackendConfig(**{**config, **extra}))
 
