@@ -392,3 +392,36 @@ def test_run_restarts_a_training_stage_killed_before_its_first_checkpoint(
     assert code == 0, err[-3000:]
     assert json.loads((stage / DONE_FILE).read_text())["resumed"] is False
     assert logged_steps(stage) == [1, 2]
+
+
+# -- item 17: a truncated model.safetensors (a model folder, or a reranker's backbone) -----------
+
+
+@pytest.fixture
+def damaged_model(tmp_path: Path, template: Path) -> Path:
+    folder = tmp_path / "damaged-model"
+    shutil.copytree(template / "model", folder)
+    weights = folder / "model.safetensors"
+    os.truncate(weights, 100)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["bi_encoder", "cross_encoder"])
+def test_training_from_a_truncated_safetensors_is_one_error(
+    kind, damaged_model, tmp_path, tiny, monkeypatch, capsys
+):
+    config = _config_file(tmp_path, tiny)
+    sets = [f"model.name_or_path={damaged_model}", f"model.kind={kind}"]
+    if kind == "cross_encoder":
+        sets.append("loss.objective=rerank_bce")
+    flags = [arg for item in sets for arg in ("--set", item)]
+    code, _, err = cli(monkeypatch, capsys, "train", str(config), *flags)
+    assert_one_error(code, err, f"cannot load model '{damaged_model}'", "weights file is damaged")
+
+
+def test_evaluating_a_truncated_safetensors_is_one_error(damaged_model) -> None:
+    from dualview.models.pretrained import ModelLoadError
+    from dualview.retrieval.encode import load_sentence_transformer
+
+    with pytest.raises(ModelLoadError, match="weights file is damaged"):
+        load_sentence_transformer(str(damaged_model), device="cpu")

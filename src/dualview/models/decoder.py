@@ -137,11 +137,16 @@ def save_adapter(backbone: nn.Module, folder: Path) -> Path | None:
 def load_adapter(backbone: nn.Module, folder: Path) -> None:
     """Load adapter weights saved by `save_adapter` into a LoRA-wrapped ``backbone``."""
     peft = _peft()
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     weights = Path(folder) / ADAPTER_DIR / "adapter_model.safetensors"
     if not is_lora(backbone) or not weights.is_file():
         raise ConfigError(f"{folder}: no LoRA adapter to load (expected {weights})")
-    result = peft.set_peft_model_state_dict(backbone, load_file(str(weights)))
+    try:
+        state = load_file(str(weights))
+    except SafetensorError as exc:
+        raise ConfigError(f"{weights}: the adapter's weights file is damaged ({exc})") from None
+    result = peft.set_peft_model_state_dict(backbone, state)
     if getattr(result, "unexpected_keys", None):
         raise ConfigError(f"{weights}: adapter does not fit the model: {result.unexpected_keys}")

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from safetensors import SafetensorError
+
 from dualview.errors import ConfigError
 from dualview.resources import resolve_model_path
 
@@ -62,7 +64,8 @@ def load_failure_reason(name: str, exc: BaseException) -> str:
     if _names_a_path(name) and not Path(name).expanduser().exists():
         return "no such folder"
     lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    reason = lines[0] if lines else type(exc).__name__
+    return f"a weights file is damaged ({reason})" if isinstance(exc, SafetensorError) else reason
 
 
 def from_pretrained(
@@ -72,7 +75,7 @@ def from_pretrained(
     ``name`` (``embedded:minilm`` resolved); a failure is a `ModelLoadError` naming ``key``."""
     try:
         return loader(resolve_model_path(name), **kwargs)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:  # SafetensorError: a damaged file
         raise ModelLoadError(name, load_failure_reason(name, exc), key) from None
 
 
