@@ -57,6 +57,9 @@ TRAIN_VARIANTS = (
     "ours+packed",
     "ours+unfused",
 )
+#: Encoding variants (gpu_encode.py): ours with the default 8 and with 16 tokenizer workers,
+#: the pre-tokenized ceiling, and sentence-transformers.
+DEFAULT_ENCODE = "st-fp32,st-bf16,ours,ours-w16,ids"
 #: Seconds per part on a GPU (about 6.5 minutes with the backbones), and on CPU (--tiny).
 BUDGETS = {"checks": 30, "train": 175, "st": 55, "encode": 80, "host": 40}
 TINY_BUDGETS = {"checks": 60, "train": 90, "st": 45, "encode": 60, "host": 60}
@@ -143,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-variants", default=",".join(TRAIN_VARIANTS))
     parser.add_argument("--steps", type=int, default=2, help="timed training steps per variant")
     parser.add_argument("--warmup", type=int, default=1, help="untimed first steps")
-    parser.add_argument("--encode-variants", default="st-fp32,st-bf16,ours,ours-w16,ids")
+    parser.add_argument("--encode-variants", default=DEFAULT_ENCODE)
     parser.add_argument("--encode-n", type=int, default=None, help="texts per encode case")
     parser.add_argument("--host-workers", default="1,8,16")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every part budget")
@@ -158,6 +161,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.tiny:
         if args.train_variants == ",".join(TRAIN_VARIANTS):
             args.train_variants = "ours,ours+bucket64,ours+packed"
+        if args.encode_variants == DEFAULT_ENCODE:
+            args.encode_variants = "st-fp32,ours,ids"
         args.encode_n = args.encode_n or 48
     else:
         args.encode_n = args.encode_n or 3000

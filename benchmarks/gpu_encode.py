@@ -138,7 +138,9 @@ class IdsEncoder:
         tokens = self.tokens(texts)
         device = self.model.device
         order = torch.argsort(tokens.lengths, descending=True, stable=True)
-        out = torch.empty(len(texts), self.model.get_embedding_dimension(), device=device)
+        dim = getattr(self.model, "get_embedding_dimension", None)
+        dim = dim or self.model.get_sentence_embedding_dimension  # sentence-transformers < 6
+        out = torch.empty(len(texts), int(dim()), device=device)
         pad_id = int(self.model.tokenizer.pad_token_id)
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
