@@ -23,7 +23,7 @@ from dualview.config import ConfigError, apply_overrides, load_config, parse_yam
 from dualview.errors import DataError
 from dualview.io import append, files
 from dualview.io.append import AppendJsonlWriter, iter_appended_lines, repair_torn_tail
-from dualview.io.atomic import write_jsonl
+from dualview.io.atomic import atomic_write_json, write_jsonl
 from dualview.io.files import decode_line, read_input_text, read_json_file
 from dualview.review.app import create_app
 from dualview.review.items import load_review_set
@@ -326,6 +326,25 @@ def test_data_commands_report_the_line_of_a_lone_surrogate(
     assert err.strip() == (
         f"error: {path}:2: query: lone surrogate \\udc80 is not Unicode text (write the character)"
     )
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda p: write_jsonl(p, [{"q": "ok"}, {"q": "a \udc80"}]),
+        lambda p: atomic_write_json(p, {"q": "a \udc80"}),
+        lambda p: AppendJsonlWriter(p).write({"q": "a \udc80"}),
+    ],
+    ids=["write_jsonl", "atomic_write_json", "AppendJsonlWriter"],
+)
+def test_writers_refuse_a_lone_surrogate_and_keep_the_file(tmp_path, write) -> None:
+    # none comes from a file (the readers refuse it); a server's reply could still hold one
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"q": "before"}\n')
+    with pytest.raises(DataError, match=r"out\.jsonl: write: lone surrogate \\udc80"):
+        write(path)
+    assert path.read_bytes() == b'{"q": "before"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
 
 
 # -- item 14: a --set value that is not YAML ----------------------------------------------

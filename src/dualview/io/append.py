@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError, write_error
-from dualview.io.atomic import Row, dump_row
+from dualview.io.atomic import Row, encode_row
 from dualview.io.faults import fault_point
 from dualview.io.files import BOM, MAX_LINE_BYTES, decode_line, iter_binary_lines
 
@@ -122,7 +122,7 @@ class AppendJsonlWriter:
             raise write_error(self.path, exc) from None
 
     def write(self, obj: Row) -> None:
-        line = dump_row(obj).encode("utf-8")
+        line = encode_row(obj, self.path)
         self._pending.append(line)
         self._pending_bytes += len(line)
         self.count += 1

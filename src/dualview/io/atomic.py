@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from dualview.errors import write_error
+from dualview.errors import DataError, write_error
 from dualview.io.faults import fault_point
 
 
@@ -39,12 +39,28 @@ def dump_row(obj: Row) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
 
 
+def encode_row(obj: Row, path: Path) -> bytes:
+    """`dump_row` as UTF-8; text that is not Unicode (a lone surrogate) is a `DataError`."""
+    try:
+        return dump_row(obj).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise not_unicode(path, exc) from None
+
+
+def not_unicode(path: str | Path, exc: UnicodeEncodeError) -> DataError:
+    """Text to write holds a lone surrogate (from no file dualview reads: they refuse it)."""
+    code = ord(exc.object[exc.start])
+    return DataError(path, None, "write", f"lone surrogate \\u{code:04x} in the text; not written")
+
+
 def write_row(handle: TextIO, path: Path, obj: Row) -> None:
     """Write ``obj`` as one JSONL line to ``handle``; an OS error names ``path``."""
     try:
         handle.write(dump_row(obj))
     except OSError as exc:
         raise write_error(path, exc) from None
+    except UnicodeEncodeError as exc:  # encoded before anything is written
+        raise not_unicode(path, exc) from None
 
 
 @contextmanager
@@ -98,8 +114,12 @@ def atomic_copy(source: str | Path, path: str | Path) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (see `atomic_path`)."""
-    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise not_unicode(path, exc) from None
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
