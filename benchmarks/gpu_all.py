@@ -61,10 +61,14 @@ TRAIN_VARIANTS = (
 #: the pre-tokenized ceiling, and sentence-transformers.
 DEFAULT_ENCODE = "st-fp32,st-bf16,ours,ours-w16,ids"
 #: Seconds per part on a GPU (about 6.5 minutes with the backbones), and on CPU (--tiny).
-BUDGETS = {"checks": 30, "train": 175, "st": 55, "encode": 80, "host": 40}
+BUDGETS = {"checks": 40, "train": 160, "st": 55, "encode": 75, "host": 40}
 TINY_BUDGETS = {"checks": 60, "train": 90, "st": 45, "encode": 60, "host": 60}
 #: A part's subprocess is killed this long after its budget (its JSON so far stays).
-GRACE_S = 20
+GRACE_S = 15
+#: Share of the later parts' budgets kept for them when time runs short (``--total-s``).
+RESERVE = 0.6
+#: A part is skipped with less than this many seconds for it.
+MIN_PART_S = 10
 
 
 def log(message: str) -> None:
@@ -125,8 +129,12 @@ def encode_cmd(args: argparse.Namespace, backbones: Path, out: Path) -> list[str
     return [*cmd, "--shapes", ",".join(args.encode_shapes)]
 
 
-def host_cmd(args: argparse.Namespace, out: Path) -> list[str]:
+def host_cmd(args: argparse.Namespace, backbones: Path, out: Path) -> list[str]:
+    """host_ceiling.py on 512-token texts, through the tokenizer of a built backbone (the
+    embedded MiniLM is not on a GPU machine; the CPU-only packed-vs-padded part is left out)."""
+    model = backbones / ("tiny" if args.tiny else "bert-base")
     cmd = [sys.executable, str(HERE / "host_ceiling.py"), "--texts", "long", "--out", str(out)]
+    cmd += ["--model", str(model), "--no-packed"]
     if args.tiny:
         return [*cmd, "--tiny", "--workers", "1,2"]
     cmd += ["--workers", args.host_workers, "--n-long", "2048", "--repeats", "1"]
@@ -135,6 +143,7 @@ def host_cmd(args: argparse.Namespace, out: Path) -> list[str]:
 
 def checks_cmd(args: argparse.Namespace, out: Path) -> list[str]:
     cmd = [sys.executable, str(HERE / "gpu_checks.py"), "--out", str(out)]
+    cmd += ["--tokenizer", args.tokenizer]
     return [*cmd, "--tiny"] if args.tiny else cmd
 
 
@@ -150,6 +159,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--encode-n", type=int, default=None, help="texts per encode case")
     parser.add_argument("--host-workers", default="1,8,16")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every part budget")
+    parser.add_argument("--total-s", type=float, default=None, help="limit for everything")
     parser.add_argument("--tiny", action="store_true", help="CPU rehearsal, tiny sizes")
     args = parser.parse_args(argv)
     args.parts = [p for p in args.parts.split(",") if p]
@@ -170,23 +180,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
-    out = args.out
-    backbones = build_backbones(args, work / "backbones")
-    train_backbone = backbones[args.train_shape]
-    commands = {
-        "checks": checks_cmd(args, out / "checks.json"),
-        "train": train_cmd(
-            args, train_backbone, args.train_variants, out / "train.json", args.budgets["train"]
-        ),
-        "st": train_cmd(args, train_backbone, "st", out / "st.json", args.budgets["st"]),
-        "encode": encode_cmd(args, work / "backbones", out / "encode.json"),
-        "host": host_cmd(args, out / "host.json"),
-    }
-    return [
-        run_part(name, commands[name], args.budgets[name], out / f"{name}.json")
-        for name in args.parts
-    ]
+def command(name: str, args: argparse.Namespace, work: Path, budget: float) -> list[str]:
+    out, backbone = args.out / f"{name}.json", work / "backbones" / args.train_shape
+    if name == "checks":
+        return checks_cmd(args, out)
+    if name in ("train", "st"):
+        variants = args.train_variants if name == "train" else "st"
+        return train_cmd(args, backbone, variants, out, budget)
+    if name == "encode":
+        return encode_cmd(args, work / "backbones", out)
+    return host_cmd(args, work / "backbones", out)
+
+
+def part_budget(args: argparse.Namespace, name: str, deadline: float) -> float:
+    """The part's own budget, cut so that the later parts keep `RESERVE` of theirs before
+    ``--total-s`` runs out."""
+    later = args.parts[args.parts.index(name) + 1 :]
+    reserve = RESERVE * sum(args.budgets[p] for p in later)
+    return min(args.budgets[name], deadline - time.monotonic() - reserve - GRACE_S)
+
+
+def run(args: argparse.Namespace, work: Path, deadline: float) -> list[dict[str, Any]]:
+    build_backbones(args, work / "backbones")
+    parts = []
+    for name in args.parts:
+        budget = part_budget(args, name, deadline)
+        if budget < MIN_PART_S:
+            log(f"== {name}: skipped, {budget:.0f} s left for it (--total-s)")
+            parts.append({"part": name, "status": "skipped: --total-s spent", "wall_s": 0.0,
+                          "json": str(args.out / f"{name}.json")})  # fmt: skip
+            continue
+        cmd = command(name, args, work, budget)
+        parts.append(run_part(name, cmd, budget, args.out / f"{name}.json"))
+    return parts
 
 
 def read(path: Path) -> dict[str, Any] | None:
@@ -287,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     log(f"gpu_all: parts {','.join(args.parts)}; budgets {args.budgets}")
+    deadline = time.monotonic() + (args.total_s or float("inf"))
     with tempfile.TemporaryDirectory(prefix="gpu-all-") as tmp:
-        parts = run(args, Path(tmp))
+        parts = run(args, Path(tmp), deadline)
     summary(args, parts)
     log(f"gpu_all: done in {time.perf_counter() - started:.0f} s -> {args.out}")
     return 0

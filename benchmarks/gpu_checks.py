@@ -41,13 +41,13 @@ CONFIGS = {
 }  # fmt: skip
 
 
-def build(folder: Path, device: str) -> Path:
+def build(folder: Path, device: str, tokenizer: str) -> Path:
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from dualview.resources import resolve_model_path
 
-    tok = AutoTokenizer.from_pretrained(resolve_model_path("embedded:minilm"))
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(tokenizer))
     config = AutoConfig.for_model(
         "bert", vocab_size=len(tok), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         max_position_embeddings=512, **CONFIGS[device],
@@ -154,6 +154,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tiny", action="store_true", help="CPU, tiny model")
+    parser.add_argument("--tokenizer", default="embedded:minilm", help="or a tokenizer folder")
     parser.add_argument("--texts", type=int, default=None)
     parser.add_argument("--reps", type=int, default=None)
     args = parser.parse_args()
@@ -168,7 +169,7 @@ def main() -> int:
     reps = max(2, args.reps or (6 if device == "cuda" else 2))
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-checks-") as tmp:
-        folder = build(Path(tmp) / "bert", device)
+        folder = build(Path(tmp) / "bert", device, args.tokenizer)
         config = ModelConfig(name_or_path=str(folder), pooling="cls", document_max_length=512)
         base = BiEncoder(config).to(device).train()
         tokens = texts_tokens(base, n, device)
@@ -179,19 +180,23 @@ def main() -> int:
                 results.append(check(name, base, tokens, spec, refs, reps))
             except Exception as exc:  # a failing path is a result, not the end of the run
                 results.append({"name": name, "status": "failed", "detail": repr(exc)[:400]})
-            results[-1]["wall_s"] = round(time.perf_counter() - started, 1)
-            print(f"{time.strftime('%H:%M:%S')} check {name}: {results[-1]}", flush=True)
-    for r in results:
-        if "embeddings_rel_err" in r:
-            r["detail"] = (
-                f"emb {r['embeddings_rel_err']:.2e} grad {r['grads_rel_err']:.2e} "
-                f"{r['fwd_bwd_ms_median']} ms"
-            )
+            result = results[-1]
+            result["wall_s"] = round(time.perf_counter() - started, 1)
+            if "embeddings_rel_err" in result:
+                result["detail"] = (
+                    f"emb {result['embeddings_rel_err']:.2e} grad {result['grads_rel_err']:.2e} "
+                    f"{result['fwd_bwd_ms_median']} ms"
+                )
+            print(f"{time.strftime('%H:%M:%S')} check {name}: {result}", flush=True)
+            write(args.out, device, n, results, info)  # after each: a kill keeps the rest
+    return 0
+
+
+def write(out: Path, device: str, n: int, results: list[dict[str, Any]], info: dict) -> None:
     data = {"benchmark": "gpu_checks", "device": device, "texts": n, "checks": results,
             "machine": machine_end(info)}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

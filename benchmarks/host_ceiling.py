@@ -140,19 +140,19 @@ def msmarco_texts(n: int) -> list[str]:
     return [rounds[i] + passages[i % len(passages)] for i in range(n)]
 
 
-def case_texts(kind: str, n: int) -> list[str]:
+def case_texts(kind: str, n: int, model: str = TOKENIZER) -> list[str]:
     if kind == "msmarco":
         return msmarco_texts(n)
-    return make_texts(vocabulary_words(TOKENIZER), n, "long", seed=7)
+    return make_texts(vocabulary_words(model), n, "long", seed=7)
 
 
 # -- encoding -------------------------------------------------------------------------------
 
 
-def load_model(max_length: int) -> Any:
+def load_model(max_length: int, name: str = TOKENIZER) -> Any:
     from dualview.retrieval.encode import load_sentence_transformer
 
-    model = load_sentence_transformer(TOKENIZER, device="cpu")
+    model = load_sentence_transformer(name, device="cpu")
     model.max_seq_length = max_length
     return model
 
@@ -230,8 +230,8 @@ def summarize(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
 
 def encode_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     n = args.n_long if kind == "long" else args.n_msmarco
-    texts = case_texts(kind, n)
-    model = load_model(args.max_length)
+    texts = case_texts(kind, n, args.model)
+    model = load_model(args.max_length, args.model)
     variants = ["raw", *[f"workers={w}" for w in args.workers]]
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for round_ in range(args.repeats):
@@ -260,8 +260,8 @@ def padding_case(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     from dualview.models import unpadded
     from dualview.models.tokens import padded_width, plan_chunks, tokenize_texts
 
-    model = load_model(args.max_length)
-    texts = case_texts(kind, args.n_long if kind == "long" else args.n_msmarco)
+    model = load_model(args.max_length, args.model)
+    texts = case_texts(kind, args.n_long if kind == "long" else args.n_msmarco, args.model)
     tokens = tokenize_texts(model.tokenizer, texts, args.max_length)
     lengths = tokens.lengths.tolist()
     by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # as the encoder sorts
@@ -327,7 +327,7 @@ def write_training_file(path: Path, args: argparse.Namespace) -> None:
     from gpu_train import write_records
 
     shape = argparse.Namespace(
-        tokenizer=TOKENIZER,
+        tokenizer=args.model,
         batch_size=args.train_batch,
         negatives=args.negatives,
         warmup=0,
@@ -351,7 +351,7 @@ def training_parts(work: Path, args: argparse.Namespace) -> tuple[Any, Any, Any,
 
     records = load_training_records(work / "train.jsonl")
     stream = BatchStream(records, args.train_batch, num_negatives=args.negatives, seed=1)
-    backbone = build_backbone("tiny", TOKENIZER, work / "backbone")
+    backbone = build_backbone("tiny", args.model, work / "backbone")
     config = ModelConfig(
         name_or_path=str(backbone),
         pooling="cls",
@@ -501,8 +501,8 @@ def top_entries(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
 def profile_paths(args: argparse.Namespace) -> dict[str, Any]:
     """cProfile of the encode path inline (0 workers: the worker's and the main process's
     work in one process) on long texts, and of one training batch prepared inline."""
-    model = load_model(args.max_length)
-    texts = case_texts("long", args.n_long)
+    model = load_model(args.max_length, args.model)
+    texts = case_texts("long", args.n_long, args.model)
     profile = cProfile.Profile()
     profile.enable()
     run_encoder(model, texts, args.batch_size, 0)
@@ -545,6 +545,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
     parser.add_argument("--profile-top", type=int, default=15)
     parser.add_argument("--tiny", action="store_true", help="smoke test sizes")
+    parser.add_argument(
+        "--model",
+        default=TOKENIZER,
+        help="whose tokenizer (a sentence-transformers name or folder; default the embedded "
+        "MiniLM, which a GPU machine lacks: give a backbone folder there)",
+    )
+    parser.add_argument("--no-packed", action="store_true", help="skip packed vs padded (CPU)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.workers = [int(w) for w in args.workers.split(",") if w]
@@ -634,7 +641,8 @@ def main(argv: list[str] | None = None) -> None:
             log(f"encoding, {kind} texts")
             encode.append(encode_case(kind, args))
         padding = [padding_case(kind, args) for kind in args.texts.split(",")]
-        packed = [packed_vs_padded("msmarco", args)]  # 512-token chunks have ~1% padding
+        # 512-token chunks have ~1% padding; the CPU cost of the packed path
+        packed = [] if args.no_packed else [packed_vs_padded("msmarco", args)]
         for case in packed:
             log(f"  padded vs packed forward + backward: {case}")
         train = None

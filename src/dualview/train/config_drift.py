@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, TypeAdapter
+
 from dualview.data.manifest import file_sha256
 from dualview.errors import ConfigError
 from dualview.io.append import AppendJsonlWriter
@@ -148,6 +150,27 @@ def file_hashes(config: TrainConfig) -> dict[str, str]:
     return {k: file_sha256(p) for k, p in _path_keys(config).items()}
 
 
+_NO_DEFAULT = object()
+
+
+def field_default(key: str) -> Any:
+    """The default (JSON form) of the dotted config key ``key`` (``optim.fused``), so that a
+    key added to `TrainConfig` after a snapshot was written is no change when left at it."""
+    model: Any = TrainConfig
+    *parents, name = key.split(".")
+    for parent in parents:
+        field = model.model_fields.get(parent)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return _NO_DEFAULT
+    field = model.model_fields.get(name)
+    if field is None or field.is_required():
+        return _NO_DEFAULT
+    return TypeAdapter(field.annotation).dump_python(
+        field.get_default(call_default_factory=True), mode="json"
+    )
+
+
 def config_changes(
     saved: dict[str, Any], config: TrainConfig, hashes_now: dict[str, str] | None = None
 ) -> list[Change]:
@@ -161,8 +184,8 @@ def config_changes(
     current = file_hashes(config) if hashes_now is None else hashes_now
     changes = []
     for key in sorted(old.keys() | new.keys()):
-        if key in IGNORED_KEYS:
-            continue
+        if key in IGNORED_KEYS or (key not in old and new.get(key) == field_default(key)):
+            continue  # a key added to the config since the snapshot, at its default
         then, now = hashes.get(key), current.get(key)
         if then and now:
             if then != now:
