@@ -404,3 +404,26 @@ def test_a_verdict_index_that_is_not_an_integer_is_a_400(index: str, tmp_path: P
     assert response.status_code == 400
     assert response.json()["error"].startswith("index: expected the item's number (an integer)")
     assert not Path(review.verdicts).exists()
+
+
+def _surrogate_reply(request: dict) -> StubReply:
+    reply = default_reply(request)
+    reply.text = reply.text.replace("Only passages", "Only \ud800 passages")
+    return reply
+
+
+def test_a_lone_surrogate_in_a_server_reply_is_replaced_and_the_job_finishes(
+    tmp_path, capsys
+) -> None:
+    """An LLM's reply is not a user's file: a lone surrogate escape in it ("\\ud800") becomes
+    U+FFFD, the cache is written and the parser rejects the answer as invalid text, with its
+    reason in the dropped file (before: writing the cache stopped synth with an error)."""
+    src, out = _records(tmp_path), tmp_path / "o.jsonl"
+    with StubServer(_surrogate_reply) as server:
+        code, err = invoke(["synth", str(src), str(out), *LLM, server.base_url, *FAST], capsys)
+    assert code == 0, err
+    dropped_text = Path(f"{out}.dropped.jsonl").read_text(encoding="utf-8")
+    dropped = [json.loads(line) for line in dropped_text.splitlines()]
+    assert dropped and all(d["reason"].startswith("invalid_text") for d in dropped)
+    assert "Only \ufffd passages" in dropped[0]["raw"][0]
+    assert Path(f"{out}.cache.jsonl").stat().st_size > 0

@@ -203,6 +203,17 @@ def _join(where: str, key: object) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD. For text dualview did not read
+    from a user's file (an LLM server's reply): it cannot be located to a line, and one bad
+    character must not stop a job whose cache and output could not be written otherwise.
+    (JSON decoding joins escaped surrogate *pairs*, so any surrogate left in a str is lone.)"""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _surrogate_in(text: str) -> int | None:
     try:
         text.encode("utf-8")

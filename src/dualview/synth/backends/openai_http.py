@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from dualview.io.files import replace_lone_surrogates
 from dualview.synth.backends.base import (
     BackendConfig,
     BackendError,
@@ -211,7 +212,7 @@ class OpenAIBackend:
         if not isinstance(usage, dict):
             usage = {}
         return Completion(
-            text=text if isinstance(text, str) else "",
+            text=replace_lone_surrogates(text) if isinstance(text, str) else "",
             tokens_in=_count(usage.get("prompt_tokens")),
             tokens_out=_count(usage.get("completion_tokens")),
             latency_s=latency,
