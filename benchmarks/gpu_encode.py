@@ -10,11 +10,10 @@ configs, :mod:`_gpu`; tokenizer from ``--tokenizer``) and each text profile (``-
 - ``ours``: :class:`dualview.retrieval.encode.Encoder` with the cache off and its default
   precision (bf16 on CUDA, fp32 on CPU), tokenizer workers on CUDA;
 - ``ours-wN``: the same with ``N`` tokenizer worker processes;
-- ``ids``: the device-side ceiling: token ids made once (`dualview.models.token_cache`,
-  shared by every shape: they all use ``--tokenizer``, so the second shape reads the first's
-  ids back) and read from that cache in the timed call; no tokenizer in the loop, the bf16
-  model on length-sorted padded batches. Its ``prepare_s`` (tokenizing, or reading the
-  cache) is reported beside it, not timed.
+- ``ids``: ``Encoder(token_cache=...)``, the device-side ceiling: token ids made once
+  (`dualview.models.token_cache`, shared by every shape: they all use ``--tokenizer``, so
+  the second shape reads the first's ids back) by one untimed encoding (``ids_prepare_s``),
+  then read from that cache in the timed call: no tokenizer in the loop.
 
 ``--variants`` picks among them (default ``st-fp32,st-bf16,ours``); ``--backbones DIR`` reuses
 ``DIR/<shape>`` folders where they exist (``benchmarks/gpu_all.py`` builds them once).
@@ -119,42 +118,6 @@ class Variant:
     encoder: Any = None
 
 
-class IdsEncoder:
-    """The ``ids`` variant: ids from `TokenIdCache`, the bf16 model on padded batches."""
-
-    def __init__(self, model: Any, cache: Any, batch_size: int) -> None:
-        from dualview.retrieval.inference import EncodeStats
-
-        self.model, self.cache, self.batch_size = model, cache, batch_size
-        self.stats = EncodeStats()
-
-    def tokens(self, texts: list[str]) -> Any:
-        return self.cache.ids(self.model.tokenizer, texts, self.model.max_seq_length)
-
-    def encode(self, texts: list[str]) -> Any:
-        import torch
-        import torch.nn.functional as F
-
-        tokens = self.tokens(texts)
-        device = self.model.device
-        order = torch.argsort(tokens.lengths, descending=True, stable=True)
-        dim = getattr(self.model, "get_embedding_dimension", None)
-        dim = dim or self.model.get_sentence_embedding_dimension  # sentence-transformers < 6
-        out = torch.empty(len(texts), int(dim()), device=device)
-        pad_id = int(self.model.tokenizer.pad_token_id)
-        with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                index = order[start : start + self.batch_size]
-                batch = tokens.pad(index, pad_id, max_length=self.model.max_seq_length)
-                self.stats.padded_tokens += batch["input_ids"].numel()
-                features = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-                vectors = self.model(features)["sentence_embedding"]
-                out[index.to(device)] = F.normalize(vectors.float(), dim=-1)
-        self.stats.texts += len(texts)
-        self.stats.tokens += int(tokens.lengths.sum())
-        return out.cpu().numpy()
-
-
 def make_variants(
     model: Any, args: argparse.Namespace, token_cache: Any = None
 ) -> dict[str, Variant]:
@@ -175,8 +138,11 @@ def make_variants(
         elif name == "st-bf16":
             variants[name] = Variant(st(half), half)
         elif name == "ids":
-            ids = IdsEncoder(half, token_cache, args.batch_size)
-            variants[name] = Variant(ids.encode, half, ids)
+            ids = Encoder(
+                model, batch_size=args.batch_size, cache=False, show_progress=False,
+                token_cache=token_cache,
+            )  # fmt: skip
+            variants[name] = Variant(ids.encode, None, ids)
         else:  # ours, ours-wN
             workers = int(name[len("ours-w") :]) if name.startswith("ours-w") else args.workers
             ours = Encoder(
@@ -271,12 +237,11 @@ def bench_case(
     variants = make_variants(model, args, token_cache)
     subsets = {name: texts[:n_base] if name.startswith("st-") else texts for name in variants}
     extra: dict[str, Any] = {}
-    if "ids" in variants:  # tokenized (or read back) before the timed rounds
+    if "ids" in variants:  # one untimed encoding fills the token-id cache (or reads it)
         started = time.perf_counter()
-        tokens = variants["ids"].encoder.tokens(texts)
+        variants["ids"].encode(texts)
         extra["ids_prepare_s"] = round(time.perf_counter() - started, 3)
         extra["ids_cache"] = {"hits": token_cache.hits, "misses": token_cache.misses}
-        extra["ids_tokens_match"] = int(tokens.lengths.sum()) == sum(lengths)
     log(f"[{shape}/{kind}] {n} texts, mean {sum(lengths) / n:.0f} tokens; warming up")
     for variant in variants.values():
         variant.encode(texts[: 4 * args.batch_size])
@@ -302,6 +267,10 @@ def bench_case(
         "runs": result,
         **extra,
     }
+    if "ids" in variants:
+        extra_ids = variants["ids"].encoder
+        case["ids_used_token_cache"] = extra_ids.used_token_cache
+        case["ids_tokens_match"] = result["ids"]["stats"]["tokens"] == sum(lengths)
     ours = variants.get("ours")
     if ours is not None:
         workers = ours.encoder.num_workers
@@ -361,7 +330,8 @@ def goals(cases: list[dict[str, Any]], cuda: bool) -> dict[str, bool]:
 
 def print_table(cases: list[dict[str, Any]]) -> None:
     head = f"{'case':22} {'run':8} {'n':>6} {'texts/s':>9} {'tok/s':>10} {'TFLOP/s':>8} "
-    log(head + f"{'MFU':>6} {'GiB':>6} {'pad':>5} {'x first':>9}")
+    first = next(iter(cases[0]["runs"])) if cases else "-"  # rates relative to it
+    log(head + f"{'MFU':>6} {'GiB':>6} {'pad':>5} {'x ' + first:>9}")
     for c in cases:
         base = next(iter(c["runs"].values()))["texts_per_s"]  # the first variant
         for name, r in c["runs"].items():

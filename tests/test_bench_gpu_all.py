@@ -48,5 +48,6 @@ def test_tiny_run_writes_every_part(tmp_path: Path) -> None:
     case = json.loads((out / "encode.json").read_text())["cases"][0]
     assert set(case["runs"]) == {"st-fp32", "ours", "ids"}
     assert case["ids_tokens_match"] and case["ids_min_cosine_vs_st_fp32"] > 0.999
+    assert case["ids_used_token_cache"]  # the cached path ran, not the fallback
     host = json.loads((out / "host.json").read_text())
     assert host["benchmark"] == "host_ceiling"

@@ -72,10 +72,22 @@ class TokenIdCache:
         self.root = (root or cache_dir()) / FOLDER
         self.hits = 0
         self.misses = 0
+        # fingerprints by tokenizer object (hashing a vocabulary takes ~0.1 s), with its
+        # truncation side, which a caller may change
+        self._fingerprints: dict[int, tuple[Any, str, str]] = {}
+
+    def fingerprint(self, tokenizer: Any) -> str:
+        """`tokenizer_fingerprint`, computed once per tokenizer object and truncation side."""
+        side = getattr(tokenizer, "truncation_side", "right")
+        known = self._fingerprints.get(id(tokenizer))
+        if known is None or known[0] is not tokenizer or known[1] != side:
+            known = (tokenizer, side, tokenizer_fingerprint(tokenizer))
+            self._fingerprints[id(tokenizer)] = known
+        return known[2]
 
     def path(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> Path:
         """Where the ids of ``texts`` through ``tokenizer`` at ``max_length`` are kept."""
-        folder = f"{tokenizer_fingerprint(tokenizer)}-{max_length}"
+        folder = f"{self.fingerprint(tokenizer)}-{max_length}"
         return self.root / folder / f"{corpus_hash(texts)}.npz"
 
     def ids(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> TokenizedTexts:

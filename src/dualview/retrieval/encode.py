@@ -43,6 +43,7 @@ from dualview.models.fingerprint import update_with_weights
 from dualview.models.interaction import encode_instructed_queries
 from dualview.models.pretrained import UNUSED_BY_EMBEDDINGS, load_whole
 from dualview.models.saved import load_interaction_head, require_bi_encoder
+from dualview.models.token_cache import TokenIdCache
 from dualview.progress import track
 from dualview.resources import cache_dir, resolve_model_path
 from dualview.retrieval.devices import balanced_shares, encode_on_devices
@@ -51,6 +52,7 @@ from dualview.retrieval.inference import (
     cast_model,
     default_workers,
     encode_sorted,
+    encode_token_ids,
     resolve_precision,
 )
 from dualview.retrieval.text import InstructedQuery
@@ -185,6 +187,11 @@ class Encoder:
             (`dualview.retrieval.inference.default_workers`).
         devices: two or more devices (``["cuda:0", "cuda:1"]``) to encode on at once, one
             process each (`dualview.retrieval.devices`); excludes ``device``.
+        token_cache: a `dualview.models.token_cache.TokenIdCache` (``True``: the default
+            one under the cache root): the texts' token ids are read from it, or made once
+            and stored, and batches are padded from them with no tokenizer in the loop; every
+            model with the same tokenizer reuses them. One device only; a model whose own
+            preprocessing gives other inputs (checked on the first batch) is encoded as usual.
     """
 
     def __init__(
@@ -198,6 +205,7 @@ class Encoder:
         precision: str = "auto",
         num_workers: int | None = None,
         devices: Sequence[str] | None = None,
+        token_cache: TokenIdCache | bool | None = None,
     ) -> None:
         device, several = _split_devices(device, devices)
         self._owns_model = isinstance(model, str)
@@ -217,6 +225,8 @@ class Encoder:
         self.stats = EncodeStats()
         similarity = getattr(self.model, "similarity_fn_name", None) or "cosine"
         self.normalize = similarity == "cosine" if normalize is None else normalize
+        self.token_cache = TokenIdCache() if token_cache is True else token_cache or None
+        self.used_token_cache = False
         #: The interaction head of a saved model (`dualview.models.saved`), else None.
         self.head = _load_head(model) if isinstance(model, str) else None
 
@@ -362,16 +372,62 @@ class Encoder:
                 CHUNK_SIZE,
             )
         runner = self.runner
+        cached = self._cached_tokens(runner, texts, prompt)
+        self.used_token_cache = cached is not None  # what the last encoding did
+        if cached is not None:
+            tokens, extra = cached
+            pad_id = int(runner.tokenizer.pad_token_id)
+            return encode_token_ids(runner, tokens, pad_id, self.batch_size, CHUNK_SIZE, extra)
         workers = self.num_workers
         if workers is None:
             workers = default_workers(str(runner.device))
         return encode_sorted(runner, texts, prompt, self.batch_size, workers, CHUNK_SIZE)
+
+    def _cached_tokens(self, runner: Any, texts: list[str], prompt: str) -> tuple | None:
+        """``(ids of texts from the token-id cache, preprocess's non-tensor entries)``, or None
+        (no cache, or a model whose ``preprocess`` gives other inputs than its tokenizer on
+        ``prompt + text``)."""
+        if self.token_cache is None or not hasattr(runner, "preprocess"):
+            return None
+        tokenizer = getattr(runner, "tokenizer", None)
+        if tokenizer is None or tokenizer.pad_token_id is None:
+            return None
+        full = [prompt + text for text in texts] if prompt else texts
+        tokens = self.token_cache.ids(tokenizer, full, runner.max_seq_length)
+        extra = _same_inputs(runner, tokens, texts, prompt)
+        return None if extra is None else (tokens, extra)
 
     def close(self) -> None:
         """Close the cache file (the encoder can still encode; the cache reopens lazily)."""
         if "cache" in self.__dict__:
             self.cache.close()
             del self.__dict__["cache"]
+
+
+#: Texts of the first batch on which cached ids are checked against ``preprocess``.
+_CHECKED_TEXTS = 8
+
+
+def _same_inputs(model: Any, tokens: Any, texts: list[str], prompt: str) -> dict | None:
+    """The non-tensor entries of the model's own ``preprocess`` (``modality``...) when its
+    tensors for the first texts hold the tokens the cached ids hold (row by row: the same
+    real tokens; padding may be wider) and nothing else the forward would read; else None."""
+    n = min(len(texts), _CHECKED_TEXTS)
+    reference = dict(model.preprocess(list(texts[:n]), prompt=prompt or None))
+    extra = {k: v for k, v in reference.items() if not hasattr(v, "shape")}
+    if set(reference) - set(extra) - {"input_ids", "attention_mask", "token_type_ids"}:
+        return None
+    types = reference.get("token_type_ids")
+    if types is not None and bool(types.any()):
+        return None
+    ours = tokens.pad(range(n), int(model.tokenizer.pad_token_id))
+    rows = zip(reference["input_ids"], reference["attention_mask"], ours["input_ids"],
+               ours["attention_mask"], strict=True)  # fmt: skip
+    same = all(
+        ids[mask.bool()].tolist() == own[own_mask.bool()].tolist()
+        for ids, mask, own, own_mask in rows
+    )
+    return extra if same else None
 
 
 def _load_head(name: str) -> Any:

@@ -273,6 +273,36 @@ def encode_sorted(
     return _embed_chunks(model, chunks, batches)
 
 
+def encode_token_ids(
+    model: Any,
+    tokens: Any,
+    pad_id: int,
+    batch_size: int,
+    chunk_size: int,
+    extra: dict[str, Any] | None = None,
+) -> Iterator[tuple[int, np.ndarray, EncodeStats]]:
+    """`encode_sorted` on texts already tokenized (a `dualview.models.tokens.TokenizedTexts`
+    in the texts' order): no tokenizer in the loop, each batch padded from the ids, with the
+    non-tensor ``extra`` entries ``preprocess`` adds (``modality``)."""
+    model.eval()
+    chunks = batch_spans(len(tokens), batch_size, chunk_size)
+    pin = model.device.type == "cuda"
+    left = getattr(model.tokenizer, "padding_side", "right") == "left"
+
+    def batches() -> Iterator[TokenizedBatch]:
+        for chunk in chunks:
+            for start, stop in chunk:
+                span = range(start, stop)
+                features = tokens.pad(span, pad_id, left=left, max_length=model.max_seq_length)
+                mask = features["attention_mask"]
+                if pin:
+                    features = {k: v.pin_memory() for k, v in features.items()}
+                features.update(extra or {})
+                yield TokenizedBatch(features, int(mask.sum()), int(mask.numel()))
+
+    return _embed_chunks(model, chunks, batches())
+
+
 def _embed_chunks(
     model: Any, chunks: list[list[tuple[int, int]]], batches: Iterator[TokenizedBatch]
 ) -> Iterator[tuple[int, np.ndarray, EncodeStats]]:
@@ -293,6 +323,7 @@ __all__ = [
     "cast_model",
     "default_workers",
     "encode_sorted",
+    "encode_token_ids",
     "resolve_precision",
     "torch_dtype",
 ]
