@@ -41,3 +41,13 @@ def test_new_keys_set_otherwise_are_changes(tmp_path: Path) -> None:
     config = _config(tmp_path, pad_multiple=64, optim={"fused": True})
     changes = {c.key: (c.old, c.new) for c in config_changes(old, config)}
     assert changes == {"pad_multiple": (None, 64), "optim.fused": (None, True)}
+
+
+def test_a_missing_key_whose_default_changes_the_run_is_a_change(tmp_path: Path) -> None:
+    """``optim.head_lr`` is not neutral (older runs trained the head at the model's lr): a
+    snapshot without it differs from a config that resolves it to its default."""
+    config = _config(tmp_path)
+    old = snapshot(config)
+    del old["config"]["optim"]["head_lr"]
+    changes = {c.key: (c.old, c.new) for c in config_changes(old, config)}
+    assert changes == {"optim.head_lr": (None, 0.001)}

@@ -89,6 +89,15 @@ class OptimConfig(StrictModel):
     fused: bool | None = None
 
 
+#: Keys added after runs had been saved whose defaults do exactly what those runs did (issue
+#: 33's speed options): a checkpoint's config snapshot without one resumes as unchanged while
+#: the key stays at its default. A key whose default changes what a run does is not listed
+#: (``optim.head_lr``: older runs trained the head at another lr), so its absence is a change.
+NEUTRAL_NEW_KEYS = frozenset(
+    {"pad_multiple", "gradcache_max_tokens", "varlen_kernel", "optim.fused"}
+)
+
+
 class TrainConfig(StrictModel):
     """Everything ``dualview train CONFIG.yaml`` needs."""
 

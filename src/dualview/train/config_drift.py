@@ -35,7 +35,7 @@ from dualview.errors import ConfigError
 from dualview.io.append import AppendJsonlWriter
 from dualview.io.atomic import atomic_write_json
 from dualview.train.checkpoint import damaged, latest_checkpoint, read_json, read_state, write_json
-from dualview.train.config import TrainConfig
+from dualview.train.config import NEUTRAL_NEW_KEYS, TrainConfig
 
 SNAPSHOT_FILE = "config.json"
 CHANGES_FILE = "config_changes.json"
@@ -155,7 +155,10 @@ _NO_DEFAULT = object()
 
 def field_default(key: str) -> Any:
     """The default (JSON form) of the dotted config key ``key`` (``optim.fused``), so that a
-    key added to `TrainConfig` after a snapshot was written is no change when left at it."""
+    key of `NEUTRAL_NEW_KEYS`, added after a snapshot was written, is no change when left at
+    it (other keys: no default, the snapshot's missing value differs from any value)."""
+    if key not in NEUTRAL_NEW_KEYS:
+        return _NO_DEFAULT
     model: Any = TrainConfig
     *parents, name = key.split(".")
     for parent in parents:
@@ -185,7 +188,7 @@ def config_changes(
     changes = []
     for key in sorted(old.keys() | new.keys()):
         if key in IGNORED_KEYS or (key not in old and new.get(key) == field_default(key)):
-            continue  # a key added to the config since the snapshot, at its default
+            continue  # a neutral key added to the config since the snapshot, at its default
         then, now = hashes.get(key), current.get(key)
         if then and now:
             if then != now:
