@@ -48,7 +48,7 @@ from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
 from dualview.io.files import count_lines
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
-from dualview.report.run_report import CONFIGURATIONS
+from dualview.report.run_report import CONFIGURATIONS, manifest_path_text
 
 if TYPE_CHECKING:
     from dualview.train.config import TrainConfig
@@ -336,7 +336,10 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
         first_stage = [] if bm25 else [spec.first_stage]
         for label, folder in rerankers.items():  # the report finds a reranked column by name
             configurations[label] = reranked_name(folder, rerank.first_stages(first_stage)[0])
-        loss_logs = {label: str(up[stage] / "train_log.jsonl") for label, stage in trained.items()}
+        loss_logs = {  # relative to the run folder (the report reads it from anywhere)
+            label: manifest_path_text(up[stage] / "train_log.jsonl", out.parent)
+            for label, stage in trained.items()
+        }
         atomic_write_text(
             out / CONFIGURATIONS,
             json.dumps({"models": configurations, "loss_logs": loss_logs}, indent=2),

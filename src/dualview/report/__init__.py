@@ -19,6 +19,7 @@ from dualview.report.compare import (
     is_base,
     significance_csv,
     significance_markdown,
+    untested_metrics,
 )
 from dualview.report.flips import error_analysis
 from dualview.report.plots import (
@@ -125,9 +126,11 @@ def write_report(
     ]
     made = [p for p in plots if p is not None]
     significance = None
-    if comparisons:
+    untested = untested_metrics(rows, comparisons, options.comparisons)
+    if comparisons or untested:
         runs = max(row.runs for row in rows)
-        markdown += "\n" + significance_markdown(comparisons, runs)
+        markdown += "\n" + significance_markdown(comparisons, runs, untested)
+    if comparisons:
         atomic_write_text(out / "significance.csv", significance_csv(comparisons))
         significance = out / "significance.json"
         payload = [c.to_dict() for c in comparisons]

@@ -8,10 +8,12 @@ headline metrics as ``<label> <metric>``. IR measures are stored as fractions an
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dualview.errors import DataError
+from dualview.errors import DataError, warn_once
 from dualview.eval.layout import display_value, model_slug
 from dualview.io.files import read_json_file
 from dualview.report.table import ConfigResult
@@ -66,18 +68,61 @@ def paper_columns(kind: str, label: str, metrics: dict[str, float]) -> dict[str,
     return {column: display_value(name, metrics[name]) for column, name in sources.items()}
 
 
+NO_PER_QUERY = "no per-query values in its result file"
+
+
+def metric_per_query(
+    name: str, metrics: Mapping[str, Any], per_query: Mapping[str, Any]
+) -> tuple[dict[str, float], str]:
+    """Each query's value of the metric ``name`` of one result file and ``""``, or ``{}``
+    and why there are none: the one place a table metric meets its per-query values.
+
+    A metric with per-query values of its own (``per_query[name]``) uses them. One without is
+    the unweighted mean of its parts' metrics ``<part>/<name>`` (`BenchmarkResult.add_mean`:
+    FollowIR's ``p-MRR`` and ``Score`` over its sets): its queries are the parts' (ids
+    ``<part>/<qid>``), each value weighted by ``n / (parts x queries of its part)`` (``n``:
+    all the parts' queries), so that their plain mean is the metric's value: a paired test
+    tests the table's number, each part counting once as in the table. The parts are used
+    only when they reproduce the stored value.
+    """
+    own = per_query.get(name)
+    if isinstance(own, dict) and own:
+        return {str(q): float(v) for q, v in own.items()}, ""
+    parts = {
+        key.rpartition("/")[0]: values
+        for key, values in per_query.items()
+        if key.rpartition("/")[0] and key.rpartition("/")[2] == name
+        if isinstance(values, dict) and values
+    }
+    if not parts:
+        return {}, NO_PER_QUERY
+    n = sum(len(values) for values in parts.values())
+    out = {
+        f"{part}/{q}": n / (len(parts) * len(values)) * float(v)
+        for part, values in parts.items()
+        for q, v in values.items()
+    }
+    if not math.isclose(sum(out.values()) / n, float(metrics[name]), rel_tol=1e-9, abs_tol=1e-9):
+        parts_text = ", ".join(f"{part}/{name}" for part in parts)
+        return {}, f"its value is not the mean of its parts' per-query values ({parts_text})"
+    return out, ""
+
+
 def query_values(
     kind: str, label: str, payload: dict[str, Any]
-) -> dict[str, dict[str, list[float]]]:
-    """Per report column, each query's value (x100 like the column) as a one-run list, for
-    the columns whose metric has per-query values in the result file."""
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
+    """Per report column, each query's value (x100 like the column) as a one-run list
+    (`metric_per_query`), and for each column without per-query values, why."""
     per_query = payload.get("per_query") or {}
     out: dict[str, dict[str, list[float]]] = {}
+    notes: dict[str, str] = {}
     for column, name in column_sources(kind, label, payload["metrics"]).items():
-        values = per_query.get(name)
-        if isinstance(values, dict) and values:
-            out[column] = {str(q): [display_value(name, float(v))] for q, v in values.items()}
-    return out
+        values, why = metric_per_query(name, payload["metrics"], per_query)
+        if values:
+            out[column] = {q: [display_value(name, v)] for q, v in values.items()}
+        else:
+            notes[column] = why
+    return out, notes
 
 
 def pmrr_per_query(label: str, payload: dict[str, Any]) -> dict[str, list[float]]:
@@ -102,7 +147,9 @@ def _add_result(row: ConfigResult, path: Path) -> None:
         kind, bench_label = bench["name"], bench["label"]
         row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
         row.per_query.update(pmrr_per_query(bench_label, payload))
-        row.query_values.update(query_values(kind, bench_label, payload))
+        values, notes = query_values(kind, bench_label, payload)
+        row.query_values.update(values)
+        row.query_notes.update(notes)
         if kind in PAIRED_KINDS:
             row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -130,6 +177,16 @@ def collect_rows(
         for path in sorted(folder.glob("*.json")):
             _add_result(row, path)
         if loss_logs and label in loss_logs:
-            row.loss_curve = read_loss_log(Path(loss_logs[label]))
+            row.loss_curve = loss_curve(label, Path(loss_logs[label]))
         rows.append(row)
     return rows
+
+
+def loss_curve(label: str, path: Path) -> list[tuple[int, float]]:
+    """The training loss of row ``label`` from its log; a warning on stderr when the log is
+    missing or has no loss values (the loss figure then has no curve for it)."""
+    curve = read_loss_log(path)
+    if not curve:
+        why = "has no loss values" if path.is_file() else "does not exist"
+        warn_once(f"warning: {path}: training log of {label!r} {why}; no loss curve for it")
+    return curve

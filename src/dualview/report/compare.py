@@ -58,6 +58,16 @@ def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
                 )
 
 
+def chosen_pairs(
+    rows: list[ConfigResult], pairs: Sequence[tuple[str, str]] | None
+) -> list[tuple[str, str]]:
+    """``pairs``, or `default_pairs` when ``None``; each name checked against ``rows``."""
+    names = [row.name for row in rows]
+    chosen = default_pairs(names) if pairs is None else list(pairs)
+    check_pairs(chosen, names)
+    return chosen
+
+
 def compare_rows(
     rows: list[ConfigResult],
     pairs: Sequence[tuple[str, str]] | None = None,
@@ -67,8 +77,7 @@ def compare_rows(
     """Paired comparisons of ``pairs`` (default `default_pairs`) on every column with
     per-query values, column by column in table order, Holm-corrected per column."""
     by_name = {row.name: row for row in rows}
-    pairs = default_pairs(list(by_name)) if pairs is None else list(pairs)
-    check_pairs(pairs, list(by_name))
+    pairs = chosen_pairs(rows, pairs)
     out: list[PairedComparison] = []
     for column in ordered_columns(rows):
         for arm, control in pairs:
@@ -82,29 +91,65 @@ def compare_rows(
     return out
 
 
+def untested_metrics(
+    rows: list[ConfigResult],
+    comparisons: list[PairedComparison],
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> dict[str, str]:
+    """The table's columns that got no paired comparison although the report compares
+    ``pairs`` (default `default_pairs`), each with why, in table order."""
+    pairs = chosen_pairs(rows, pairs)
+    if not pairs:
+        return {}
+    tested = {c.metric for c in comparisons}
+    return {
+        column: _why_untested(column, rows, pairs)
+        for column in ordered_columns(rows)
+        if column not in tested
+    }
+
+
+def _why_untested(column: str, rows: list[ConfigResult], pairs: list[tuple[str, str]]) -> str:
+    by_name = {row.name: row for row in rows}
+    compared = [by_name[name] for pair in pairs for name in pair]
+    notes = [row.query_notes[column] for row in compared if column in row.query_notes]
+    if notes:
+        return "; ".join(dict.fromkeys(notes))
+    if any(all(column in by_name[n].query_values for n in pair) for pair in pairs):
+        return "the compared configurations share no query"
+    return "no compared pair of configurations has it on both sides"
+
+
 def _p(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def significance_markdown(comparisons: list[PairedComparison], runs: int = 1) -> str:
-    """The significance section: how it was tested, then `significance_table`."""
-    if not comparisons:
+def significance_markdown(
+    comparisons: list[PairedComparison], runs: int = 1, untested: dict[str, str] | None = None
+) -> str:
+    """The significance section: how it was tested, then `significance_table`, then the
+    metrics of the table left untested and why (`untested_metrics`)."""
+    if not comparisons and not untested:
         return ""
-    holm = any(c.p_holm is not None for c in comparisons)
-    pooled = f", a query's values over {runs} runs (seeds) averaged first" if runs > 1 else ""
-    lines = [
-        "### Paired significance (arm - control)",
-        "",
-        "Per-query differences; 95% percentile-bootstrap CI of the mean difference; "
-        f"two-sided paired randomization (sign-flip) test{pooled}. "
-        + ("p (Holm): Holm-corrected over the comparisons of each metric. " if holm else "")
-        + "`*` = p < 0.05"
-        + (" after correction." if holm else "."),
-        "",
-    ]
-    return "\n".join(lines) + "\n" + significance_table(comparisons)
+    lines = ["### Paired significance (arm - control)", ""]
+    if comparisons:
+        holm = any(c.p_holm is not None for c in comparisons)
+        pooled = f", a query's values over {runs} runs (seeds) averaged first" if runs > 1 else ""
+        lines += [
+            "Per-query differences; 95% percentile-bootstrap CI of the mean difference; "
+            f"two-sided paired randomization (sign-flip) test{pooled}. "
+            + ("p (Holm): Holm-corrected over the comparisons of each metric. " if holm else "")
+            + "`*` = p < 0.05"
+            + (" after correction." if holm else "."),
+            "",
+            significance_table(comparisons),
+        ]
+    if untested:
+        lines.append("Not tested (no paired statistics):")
+        lines += [f"- `{column}`: {why}." for column, why in untested.items()]
+    return "\n".join(lines) + ("\n" if untested else "")
 
 
 def significance_table(comparisons: list[PairedComparison]) -> str:

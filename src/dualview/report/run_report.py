@@ -13,6 +13,32 @@ from dualview.report.table import ConfigResult, aggregate
 CONFIGURATIONS = "configurations.json"
 
 
+def manifest_path_text(path: Path, run_dir: Path) -> str:
+    """How a run manifest stores ``path``: relative to the run folder when inside it (the
+    run folder can be moved, and read from any folder), else absolute."""
+    try:
+        return str(Path(path).relative_to(run_dir))
+    except ValueError:
+        return str(Path(path).absolute())
+
+
+def manifest_path(text: str, run_dir: Path) -> Path:
+    """A path a run manifest stores, resolved against the run folder: a path relative to it
+    (`manifest_path_text`), or one a run folder made before that stored (relative to the
+    folder the run was started from, ``runs/demo/train-<key>/train_log.jsonl``, or
+    absolute): the existing one of ``text`` itself when absolute, then ``run_dir`` joined
+    with ``text`` and with each shorter tail of it. None existing: ``run_dir / text``."""
+    path = Path(text)
+    if path.is_absolute() and path.exists():
+        return path
+    parts = path.parts[1:] if path.is_absolute() else path.parts
+    for start in range(len(parts)):
+        candidate = run_dir.joinpath(*parts[start:])
+        if candidate.exists():
+            return candidate
+    return path if path.is_absolute() else run_dir / path
+
+
 def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
     """Report rows of one eval stage folder (``configurations.json`` and ``eval/``)."""
     config_path = eval_stage / CONFIGURATIONS
@@ -21,10 +47,14 @@ def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
     configurations = read_json_file(config_path)
     if not isinstance(configurations, dict) or not isinstance(configurations.get("models"), dict):
         raise DataError(config_path, None, "models", "expected an object with a 'models' object")
+    loss_logs = configurations.get("loss_logs", {})
+    if not isinstance(loss_logs, dict) or not all(isinstance(v, str) for v in loss_logs.values()):
+        raise DataError(config_path, None, "loss_logs", "expected an object of path strings")
+    run_dir = eval_stage.parent
     return collect_rows(
         eval_stage / "eval",
         configurations["models"],
-        {k: Path(v) for k, v in configurations.get("loss_logs", {}).items()},
+        {label: manifest_path(text, run_dir) for label, text in loss_logs.items()},
     )
 
 

@@ -39,6 +39,8 @@ class ConfigResult:
     runs: int = 1
     # Per column with per-query values: query id -> its value in each run (significance).
     query_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # Per column without them: why (the report says so instead of a paired test).
+    query_notes: dict[str, str] = field(default_factory=dict)
     # Paired benchmarks' data files by benchmark label (error analysis reads the texts).
     sources: dict[str, list[str]] = field(default_factory=dict)
 
@@ -65,6 +67,7 @@ def keep_metrics(row: ConfigResult, prefixes: Sequence[str]) -> ConfigResult:
         metrics=kept(row.metrics),
         spread=kept(row.spread),
         query_values=kept(row.query_values),
+        query_notes=kept(row.query_notes),
     )
 
 
@@ -90,6 +93,8 @@ def aggregate(runs: list[list[ConfigResult]]) -> list[ConfigResult]:
                 pooled = out.query_values.setdefault(column, {})
                 for qid, vals in values.items():
                     pooled.setdefault(qid, []).extend(vals)
+            for column, note in r.query_notes.items():
+                out.query_notes.setdefault(column, note)
             for label, files in r.sources.items():  # runs may use different sets (folds)
                 known = out.sources.setdefault(label, [])
                 known += [f for f in files if f not in known]
