@@ -12,8 +12,9 @@ from rich.table import Table
 
 from dualview.data import formats
 from dualview.data.jsonl import RejectLog
-from dualview.data.stats import compute_stats, hf_token_counter, whitespace_tokens
+from dualview.data.stats import Tokenizer, compute_stats, hf_token_counter, whitespace_tokens
 from dualview.io.paths import check_outputs
+from dualview.models.pretrained import from_pretrained
 from dualview.progress import track
 
 data_app = typer.Typer(help="Convert, validate and describe datasets.", no_args_is_help=True)
@@ -93,6 +94,16 @@ def validate(
         raise typer.Exit(1)
 
 
+def _token_counter(name: str | None) -> Tokenizer:
+    """Whitespace tokens, or the tokens of the Hugging Face tokenizer ``name`` (a folder or a
+    Hub id): one ``--tokenizer: cannot load model ...`` error when it does not load."""
+    if not name:
+        return whitespace_tokens
+    from transformers import AutoTokenizer  # heavy: only when --tokenizer is given
+
+    return hf_token_counter(from_pretrained(AutoTokenizer.from_pretrained, name, "--tokenizer"))
+
+
 @data_app.command()
 def stats(
     source: Annotated[Path, typer.Argument(help="File (or BEIR folder) to describe.")],
@@ -104,7 +115,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Records per view, instruction negatives per record, duplicates, length percentiles."""
-    count_tokens = hf_token_counter(tokenizer) if tokenizer else whitespace_tokens
+    count_tokens = _token_counter(tokenizer)
     # Statistics count repeated ids instead of stopping at the first.
     options = {"unique_ids": False} if from_format == "dualview" else {}
     records = formats.get_reader(from_format)(source, **options)

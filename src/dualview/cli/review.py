@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from dualview.errors import ConfigError
 from dualview.io.paths import check_outputs
+from dualview.resources import require_extra
 
 console = Console(stderr=True)
 
@@ -82,6 +83,7 @@ def serve(
     blind: Annotated[bool, typer.Option(help="Hide the judge's verdict.")] = False,
 ) -> None:
     """Serve the review page for a seeded stratified sample of SOURCE's dual views."""
+    require_extra("review", "dualview review")  # starlette and uvicorn, before app imports them
     from dualview.review.app import LOCAL_HOSTS
     from dualview.review.app import serve as serve_app
     from dualview.review.items import load_review_set

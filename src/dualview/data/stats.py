@@ -19,11 +19,9 @@ def whitespace_tokens(text: str) -> int:
     return len(text.split())
 
 
-def hf_token_counter(name_or_path: str) -> Tokenizer:
-    """Token counter from a Hugging Face tokenizer (path or Hub name)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+def hf_token_counter(tokenizer: Any) -> Tokenizer:
+    """Token counter from a loaded Hugging Face tokenizer (special tokens not counted); load
+    it with `dualview.models.pretrained.from_pretrained` for one located error."""
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

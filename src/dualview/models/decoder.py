@@ -28,6 +28,7 @@ from torch import nn
 
 from dualview.errors import ConfigError
 from dualview.models.config import LoraSettings, ModelConfig
+from dualview.resources import optional_import
 
 ADAPTER_DIR = "lora_adapter"
 
@@ -89,13 +90,7 @@ def ensure_eos(tokenizer) -> None:
 
 
 def _peft():
-    try:
-        import peft
-    except ImportError:
-        raise ConfigError(
-            "model.lora is set but peft is not installed: pip install 'dualview[lora]'"
-        ) from None
-    return peft
+    return optional_import("peft", "model.lora")
 
 
 def add_lora(backbone: nn.Module, settings: LoraSettings) -> nn.Module:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from huggingface_hub.utils import LocalEntryNotFoundError
 from safetensors import SafetensorError
 
 from dualview.errors import ConfigError
@@ -59,10 +60,31 @@ def _names_a_path(name: str) -> bool:
     return Path(name).expanduser().is_absolute() or name.startswith((".", "~"))
 
 
+#: Why a Hub id did not load when it is not cached and the Hub cannot be reached.
+OFFLINE_REASON = (
+    "not in the local Hugging Face cache and the Hub cannot be reached (offline or "
+    "HF_HUB_OFFLINE=1): pass a local folder, or load it once with network access"
+)
+
+
+def _offline(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a Hub look-up that found
+    nothing in the cache while the Hub was unreachable."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, LocalEntryNotFoundError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def load_failure_reason(name: str, exc: BaseException) -> str:
     """One line saying why ``name`` did not load (``exc``: what the library raised)."""
     if _names_a_path(name) and not Path(name).expanduser().exists():
         return "no such folder"
+    if _offline(exc):
+        return OFFLINE_REASON
     lines = str(exc).strip().splitlines()
     reason = lines[0] if lines else type(exc).__name__
     return f"a weights file is damaged ({reason})" if isinstance(exc, SafetensorError) else reason

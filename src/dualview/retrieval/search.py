@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from dualview.errors import DualviewError
+from dualview.resources import optional_import
 
 if TYPE_CHECKING:  # torch is imported where it is used, so the CLI starts fast
     import torch
@@ -126,10 +127,7 @@ def _topk_torch(
 
 def _topk_faiss(queries: Any, docs: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact inner-product search with ``faiss.IndexFlatIP``."""
-    try:
-        import faiss
-    except ImportError:
-        raise DualviewError("backend 'faiss' needs faiss: pip install 'dualview[faiss]'") from None
+    faiss = optional_import("faiss", "backend 'faiss'")
     d = _as_array(docs)
     index = faiss.IndexFlatIP(d.shape[1])
     index.add(d)

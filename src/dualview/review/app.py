@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from dualview.errors import DataError
+from dualview.resources import optional_import
 from dualview.review.items import ReviewSet
 from dualview.review.stats import markdown, summarize
 from dualview.review.store import (
@@ -224,8 +225,7 @@ def serve(
     blind: bool = False,
 ) -> None:
     """Serve the page until interrupted (uvicorn, one process)."""
-    import uvicorn
-
+    uvicorn = optional_import("uvicorn", "dualview review")
     uvicorn.run(
         create_app(review, reviewer, blind, host), host=host, port=port, log_level="warning"
     )

@@ -1,10 +1,12 @@
 """Verification by multiple choice: does an LLM judge pick the intended passage?
 
-A unit is a record plus the records right after it that belong to it (``parent_id`` or
-``meta.infir_parent`` naming it): an ``orig`` with its dual view, or an InF-IR tuple. Every
-record of the unit is one *scenario*: its instruction and query, with the candidates (all the
-unit's positives and instruction negatives, plus a few random distractors, shuffled with a
-seed), and the record's positive as the intended answer. A dual-view record that arrives alone
+A unit is a record plus every record of the input that belongs to it, wherever it stands
+(`group_units`): an ``orig`` with its dual view (the ``dv`` whose ``parent_id`` names it,
+paired by the one rule of `dualview.data.pairing`), or an InF-IR tuple (records whose
+``meta.infir_parent`` names it); any other record is a unit alone. Every record of the unit is
+one *scenario*: its instruction and query, with the candidates (all the unit's positives and
+instruction negatives, plus a few random distractors, shuffled with a seed), and the record's
+positive as the intended answer. A dual-view record that arrives alone
 carries its original instruction in ``meta`` (written by ``reverse``) and adds the scenario
 "original instruction -> original positive". A unit is kept only when every scenario picks its
 intended passage; swap accuracy is the kept share of units with two or more scenarios.
@@ -21,7 +23,7 @@ from typing import Any
 
 from dualview.config import StrictModel
 from dualview.data.jsonl import iter_records
-from dualview.data.pairing import ExtraDvError
+from dualview.data.pairing import ExtraDvError, Pairing, pair_views
 from dualview.data.schema import Document, Record
 from dualview.synth.parsing import Parsed, accept, reject, screen, the_answer
 from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
@@ -70,39 +72,54 @@ def parse_choice(text: str, n_choices: int) -> Parsed[int]:
     return accept(choice)
 
 
-def _belongs(record: Record, head: Record) -> bool:
-    return record.parent_id == head.id or record.meta.get("infir_parent") == head.id
+def _extra_dv_error(pairing: Pairing[Record]) -> ExtraDvError:
+    """The error for the first dv set aside: an orig has one dv record."""
+    extra = pairing.extra[0]
+    kept = pairing.dv_of[str(extra.parent_id)]
+    return ExtraDvError(
+        f"two dv records for orig {extra.parent_id!r}: id {kept.id!r} and id {extra.id!r}; "
+        "keep one (`dualview mix --extra-dv` and experiments' extra_dv choose for mixes and "
+        "the pipeline)"
+    )
 
 
-def _check_one_dv(unit: list[Record], record: Record) -> None:
-    if record.view != "dv" or record.parent_id != unit[0].id:
-        return
-    for other in unit[1:]:
-        if other.view == "dv" and other.parent_id == record.parent_id:
-            raise ExtraDvError(
-                f"two dv records for orig {record.parent_id!r}: id {other.id!r} and id "
-                f"{record.id!r}; keep one (`dualview mix --extra-dv` and experiments' "
-                "extra_dv choose for mixes and the pipeline)"
-            )
+def _heads(records: list[Record]) -> list[int]:
+    """For each record, the position of the record that heads its unit (its own when it
+    heads one): a dv's is the orig it is paired with, an InF-IR record's its
+    ``meta.infir_parent``, when that record heads a unit itself."""
+    pairing = pair_views(records, "first")
+    if pairing.extra:
+        raise _extra_dv_error(pairing)
+    position = {id(r): i for i, r in enumerate(records)}
+    first: dict[str, int] = {}
+    for i, record in enumerate(records):
+        first.setdefault(record.id, i)
+    parent = {position[id(dv)]: position[id(orig)] for orig, dv in pairing.pairs}
+    for i, record in enumerate(records):
+        named = first.get(str(record.meta.get("infir_parent")), i)
+        if i not in parent and named != i:
+            parent[i] = named
+    return [
+        parent[i] if i in parent and parent[i] not in parent else i for i in range(len(records))
+    ]
 
 
 def group_units(records: Iterable[Record]) -> Iterator[list[Record]]:
-    """Consecutive records that belong to the first of them form one unit.
+    """The verification units of ``records`` (see the module docstring), whatever the order
+    of the input: each orig then its dv, all origs then all dvs, or a dv before its orig.
+    A unit holds its head first, then its other records in input order; units come in the
+    order of their heads.
 
     An orig has one dv record (`dualview.data.pairing`'s rule): a second dv of the same
     orig is an `ExtraDvError` naming both, never a unit judged with two reversals.
     """
-    unit: list[Record] = []
-    for record in records:
-        if unit and _belongs(record, unit[0]):
-            _check_one_dv(unit, record)
-            unit.append(record)
-            continue
-        if unit:
-            yield unit
-        unit = [record]
-    if unit:
-        yield unit
+    records = list(records)
+    heads = _heads(records)
+    units = {i: [records[i]] for i, head in enumerate(heads) if head == i}
+    for i, head in enumerate(heads):
+        if head != i:
+            units[head].append(records[i])
+    yield from units.values()
 
 
 def scenarios(unit: list[Record]) -> list[Scenario]:
