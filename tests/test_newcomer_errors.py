@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tomllib
 
+from dualview.config import validate_config
 from dualview.data.pairing import ExtraDvError
 from dualview.errors import DualviewError
 from dualview.io.atomic import write_jsonl
@@ -21,7 +22,10 @@ from dualview.retrieval.search import topk
 from dualview.synth.estimate import TokenCounter
 from dualview.synth.jobs import estimate_job, load_job
 from dualview.synth.verify import group_units
+from dualview.train.config import TrainConfig
+from dualview.train.trainer import Trainer
 from tests.helpers import doc, make_record, run_cli
+from tests.tiny_lm import FIXTURE
 
 ROOT = Path(__file__).parents[1]
 BEIR = Path(__file__).parent / "fixtures" / "formats" / "beir-mini"
@@ -101,6 +105,23 @@ def test_a_broken_optional_package_says_so_and_how_to_reinstall(
     assert message.startswith("engine ray needs the 'ray' extra (ray is installed but does not")
     assert "pyarrow_dep" in message and message.endswith("pip install 'dualview[ray]'")
     assert isinstance(caught.value, DualviewError) and "\n" not in message
+
+
+@pytest.mark.parametrize("tracker", ["tensorboard", "wandb"])
+def test_training_with_a_tracker_that_is_not_installed_stops_before_it_starts(
+    tracker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """accelerate only warns and tracks nothing; the run must say what to install."""
+    monkeypatch.setitem(sys.modules, tracker, None)
+    data = {"model": {"kind": "bi_encoder"}, "loss": {"objective": "infonce"},
+            "data": {"train_file": str(FIXTURE)}, "output_dir": str(tmp_path / "run"),
+            "tracking": tracker}  # fmt: skip
+    with pytest.raises(MissingExtra) as caught:
+        Trainer(validate_config(TrainConfig, data, "train.yaml"))
+    assert str(caught.value) == (
+        f"tracking: {tracker} needs the 'tracking' extra: pip install 'dualview[tracking]'"
+    )
+    assert not (tmp_path / "run").exists()
 
 
 # -- item 6: Hub names offline ----------------------------------------------------------------

@@ -53,6 +53,7 @@ from dualview.perf import (
     training_flops,
 )
 from dualview.progress import make_progress
+from dualview.resources import optional_import
 from dualview.train import checkpoint as ckpt
 from dualview.train import config_drift as drift
 from dualview.train.batching import Batch, BatchStream, DataPosition
@@ -222,16 +223,12 @@ class Trainer:
         if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             kwargs["cpu"] = True  # several CPU processes (torchrun): accelerate's MULTI_CPU, gloo
         if config.deepspeed_config is not None:
-            try:
-                import deepspeed  # noqa: F401
-                from accelerate.utils import DeepSpeedPlugin
-            except ImportError:
-                raise ConfigError(
-                    "deepspeed_config is set but DeepSpeed is not installed: "
-                    "pip install 'dualview[deepspeed]'"
-                ) from None
+            optional_import("deepspeed", "deepspeed_config")
+            from accelerate.utils import DeepSpeedPlugin  # imports deepspeed's integration
+
             kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=str(config.deepspeed_config))
-        if config.tracking != "none":
+        if config.tracking != "none":  # accelerate would only warn and track nothing
+            optional_import(config.tracking, f"tracking: {config.tracking}")
             kwargs["log_with"] = config.tracking
             kwargs["project_dir"] = str(config.output_dir)
         return Accelerator(**kwargs)
