@@ -240,3 +240,26 @@ def test_a_damaged_loss_log_list_is_a_located_error(project: Path, tmp_path: Pat
     assert code == 2
     assert err.strip() == f"error: {manifest}: loss_logs: expected an object of path strings"
     assert not (tmp_path / "r").exists()
+
+
+def test_error_analysis_without_its_benchmark_texts_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A result file names its data files as `dualview eval` was given them (relative to the
+    folder it ran in): read from elsewhere, the flipped queries lose their texts, not silently."""
+    from dualview.report import ReportOptions, write_report
+    from dualview.report.collect import collect_rows
+    from tests.test_report_flips import ARM_A, ARM_B, _bench, _eval_json
+
+    monkeypatch.chdir(tmp_path)
+    files = _bench(Path("bench"))
+    _eval_json(tmp_path / "eval" / "a", files, ARM_A)
+    _eval_json(tmp_path / "eval" / "b", files, ARM_B)
+    rows = collect_rows(tmp_path / "eval", {"A": "a", "B": "b"})
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    options = ReportOptions(error_pairs=[("A", "B")], n_resamples=200)
+    markdown = write_report(rows, tmp_path / "r", "t", options).markdown.read_text()
+    assert "### Error analysis: A vs B on paired" in markdown
+    err = capsys.readouterr().err
+    assert "warning: bench: the benchmark's pairs.jsonl and corpus.jsonl" in err

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dualview.data.bm25 import BM25
 from dualview.data.schema import Document
+from dualview.errors import warn_once
 from dualview.io.files import iter_json_lines
 from dualview.report.table import ConfigResult
 
@@ -85,6 +86,10 @@ def read_query_texts(files: Sequence[str | Path]) -> dict[str, QueryText]:
 def _folder_query_texts(folder: Path) -> dict[str, QueryText]:
     paths = {name: folder / name for name in ("pairs.jsonl", "corpus.jsonl")}
     if not all(p.is_file() for p in paths.values()):
+        warn_once(
+            f"warning: {folder}: the benchmark's pairs.jsonl and corpus.jsonl, as its result "
+            "file names them, are not there; the error analysis lists its queries without texts"
+        )
         return {}
     corpus = {
         str(row["_id"]): Document(
