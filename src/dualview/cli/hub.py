@@ -44,10 +44,27 @@ def model_card(
     ] = None,
     name: Annotated[str | None, typer.Option(help="Model name in the card.")] = None,
     license_id: Annotated[str, typer.Option("--license", help="License id.")] = "apache-2.0",
+    allow_other_model_results: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-model-results",
+            help="Show results whose model fingerprint is not MODEL's (refused otherwise), "
+            "marked as another model's and left out of the model-index.",
+        ),
+    ] = False,
 ) -> None:
-    """(Re)write MODEL/README.md, a sentence-transformers card with a model-index."""
+    """(Re)write MODEL/README.md, a sentence-transformers card with a model-index.
+
+    Every --eval result must be MODEL's own: its recorded model fingerprint is checked
+    against MODEL's (the model is loaded on the CPU to compute it)."""
     from dualview.hub.model_card import write_model_card
 
     check_outputs([model / "README.md"], list(eval_paths or []))
-    path = write_model_card(model, eval_paths, name=name, license_id=license_id)
+    path = write_model_card(
+        model,
+        eval_paths,
+        name=name,
+        license_id=license_id,
+        allow_other_model_results=allow_other_model_results,
+    )
     console.print(f"wrote {path}")

@@ -4,11 +4,19 @@
 the folder (``dualview_train.yaml``, ``data_manifest.json``, ``dualview_model.json``) and,
 when given, the result JSONs of ``dualview eval`` for the model, and writes:
 
-- YAML metadata the Hub reads: ``library_name: sentence-transformers``, ``pipeline_tag``,
-  ``base_model`` (when the backbone is a Hub name), ``license``, tags, and a ``model-index``
-  with one result per benchmark (task, dataset, metrics);
+- YAML metadata the Hub reads: ``library_name``, ``pipeline_tag``, ``base_model`` (a Hub
+  id: a Hub name as given, ``embedded:minilm`` as the repository it copies, nothing for a
+  local folder), ``license``, tags, and a ``model-index`` named after the model
+  (`default_name`) with one entry per Hub dataset the results were read from (local sets
+  have no dataset id and stay out of it) and mteb's metric keys
+  (`dualview.hub.card_results`);
 - the base model, how to load and query it, the training config, the data manifest and an
-  evaluation table (IR measures x100, p-MRR as is).
+  evaluation table (every value on a 0-100 scale, said once: `SCALE`).
+
+Results must be the model's own: each result's recorded fingerprint is checked against the
+folder's (`dualview.hub.card_results.check_results`); another model's result is an error,
+or, with ``allow_other_model_results``, shown under a warning and kept out of the
+model-index.
 
 A reranker folder (`dualview.models.reranker.RERANKER_FILE`) gets the same card with what
 its kind is and how to use it: a cross-encoder through sentence-transformers' ``CrossEncoder``,
@@ -26,16 +34,27 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from dualview import __version__
 from dualview.config import read_yaml
-from dualview.errors import DataError
+from dualview.errors import DataError, DualviewError
 from dualview.eval.layout import display_value
+from dualview.hub.card_results import (
+    CardResult,
+    ModelIdentity,
+    check_results,
+    eval_results,
+    index_entries,
+)
 from dualview.io.atomic import atomic_write_text
 from dualview.io.files import read_json_file
 from dualview.models.reranker import RERANKER_FILE, reranker_kind
+from dualview.resources import resolve_model_path
 
 CARD_FILE = "README.md"
+#: The Hub repository the embedded encoder (``embedded:minilm``) is a copy of.
+EMBEDDED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 _DUAL_VIEW = (
     "for instruction-following retrieval: queries carry an instruction, and training on "
@@ -114,72 +133,49 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _is_result(data: Any) -> bool:
-    return (
-        isinstance(data, dict)
-        and isinstance(data.get("metrics"), dict)
-        and isinstance(data.get("benchmark"), dict)
-    )
-
-
-def eval_results(paths: list[Path]) -> list[dict[str, Any]]:
-    """The ``dualview eval`` result JSONs under ``paths``, by label.
-
-    A folder is searched for result JSONs (other JSON files in it are skipped); a file named
-    on its own must be one, and a missing path is an error, never an empty table.
-    """
-    results = []
-    for path in paths:
-        if path.is_dir():
-            found = [read_json_file(f) for f in sorted(path.rglob("*.json"))]
-            if not any(_is_result(data) for data in found):
-                raise DataError(path, None, "folder", "no dualview eval result JSON in it")
-            results += [data for data in found if _is_result(data)]
-            continue
-        data = read_json_file(path)
-        if not _is_result(data):
-            raise DataError(path, None, "json", "not a dualview eval result (no metrics)")
-        results.append(data)
-    return sorted(results, key=lambda r: r["benchmark"].get("label", ""))
-
-
-def model_index(name: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The Hub's ``model-index`` block: one entry per benchmark, every scalar metric."""
-    entries = []
-    for result in results:
-        bench = result["benchmark"]
-        metrics = [
-            {"type": metric, "value": round(display_value(metric, value), 4), "name": metric}
-            for metric, value in result["metrics"].items()
-            if isinstance(value, int | float)
-        ]
-        entries.append(
-            {
-                "task": {"type": "text-retrieval", "name": "Instruction-following retrieval"},
-                "dataset": {
-                    "type": bench.get("hub_dataset") or bench.get("label"),
-                    "name": bench.get("name") or bench.get("label"),
-                    "split": "test",
-                },
-                "metrics": metrics,
-            }
-        )
+def model_index(name: str, results: list[CardResult]) -> list[dict[str, Any]]:
+    """The Hub's ``model-index`` block: each result's entries on Hub datasets
+    (`dualview.hub.card_results.index_entries`); none when no result has one."""
+    entries = [entry for result in results for entry in index_entries(result)]
     return [{"name": name, "results": entries}] if entries else []
 
 
-def _is_hub_name(name: str) -> bool:
-    return "/" in name and not name.startswith(("/", ".", "~")) and not Path(name).exists()
+def base_model_id(name_or_path: str) -> str | None:
+    """The Hub id a card's ``base_model`` names: the embedded encoder's own repository, a
+    Hub name as it is; None for a local folder or anything else the Hub would not know."""
+    try:
+        embedded = resolve_model_path(name_or_path) != name_or_path
+    except DualviewError:  # an embedded name whose package is not installed
+        embedded = True
+    if embedded:
+        return EMBEDDED_ENCODER_HUB_ID
+    if "/" not in name_or_path or name_or_path.startswith(("/", ".", "~")):
+        return None
+    try:
+        validate_repo_id(name_or_path)
+    except HFValidationError:
+        return None
+    return None if Path(name_or_path).exists() else name_or_path
+
+
+def default_name(model_dir: Path, train: dict[str, Any]) -> str:
+    """The model's name: its folder's own, or, for a folder its training run saved
+    (``OUTPUT_DIR/model``, as its ``dualview_train.yaml`` records), the run's."""
+    folder = model_dir.resolve()
+    run = Path(str(train.get("output_dir") or "")).name
+    if run and folder.parent.name == run:
+        return run
+    return folder.name or str(model_dir)
 
 
 def card_metadata(
     name: str,
     train: dict[str, Any],
-    results: list[dict[str, Any]],
+    results: list[CardResult],
     license_id: str,
     kind: str = "bi_encoder",
 ) -> dict[str, Any]:
     """YAML header of the model card."""
-    base = str((train.get("model") or {}).get("name_or_path", ""))
     about = KINDS[kind]
     meta: dict[str, Any] = {
         "library_name": about.library,
@@ -187,26 +183,62 @@ def card_metadata(
         "license": license_id,
         "tags": [*about.tags, "dualview", "instruction-following-retrieval"],
     }
-    if _is_hub_name(base):
+    if base := base_model_id(str((train.get("model") or {}).get("name_or_path", ""))):
         meta["base_model"] = base
     if index := model_index(name, results):
         meta["model-index"] = index
     return meta
 
 
-def _eval_table(results: list[dict[str, Any]]) -> list[str]:
+#: What every value of the evaluation table (and of the model-index) is, said once.
+SCALE = (
+    "Every value is on a 0-100 scale, as mteb's model cards give them: IR measures "
+    "(nDCG, MAP, recall, MRR) are fractions shown x100; p-MRR is computed on its -100..100 "
+    "scale and pairwise accuracy in percent, both shown as computed."
+)
+
+
+def _other_model_lines(results: list[CardResult]) -> list[str]:
+    others = [r for r in results if r.other_model is not None]
+    if not others:
+        return []
+    lines = ["> **Warning: results of another model.** Shown on request "]
+    lines[0] += "(`--allow-other-model-results`), marked `*`, and left out of the model-index:"
+    lines += [f"> - `{r.path}`: {r.other_model}" for r in others]
+    return [*lines, ""]
+
+
+def _stage_lines(results: list[CardResult]) -> list[str]:
+    """What each reranked result reranked (its first stage and ``k``)."""
+    lines = []
+    for result in results:
+        rerank = result.data.get("rerank")
+        first = rerank.get("first_stage") if isinstance(rerank, dict) else None
+        if isinstance(first, dict):
+            top = rerank.get("top_k")
+            span = f"the top {top} of" if top else "the candidates of"
+            lines.append(f"- `{result.label}`: reranks {span} `{first.get('name', '?')}`")
+    return [*lines, ""] if lines else []
+
+
+def _eval_table(results: list[CardResult]) -> list[str]:
     if not results:
         return [
             "Not evaluated yet: `dualview eval MODEL -b ... --out DIR`, then "
             "`dualview model-card MODEL --eval DIR/<model>`."
         ]
-    lines = ["| benchmark | metric | value |", "|---|---|---:|"]
+    lines = [*_other_model_lines(results), *_stage_lines(results)]
+    lines += ["| benchmark | metric | value |", "|---|---|---:|"]
     for result in results:
-        label = result["benchmark"].get("label", "?")
-        for metric, value in result["metrics"].items():
-            if isinstance(value, int | float):
-                lines.append(f"| {label} | {metric} | {display_value(metric, value):.2f} |")
-    lines += ["", "IR measures are shown x100; p-MRR and accuracies as computed."]
+        label = result.label + (" *" if result.other_model is not None else "")
+        for metric, value in result.metrics.items():
+            lines.append(f"| {label} | {metric} | {display_value(metric, value):.2f} |")
+    lines += ["", SCALE]
+    if any(not index_entries(r) and r.other_model is None for r in results):
+        lines.append(
+            "Results on local data (not read from a Hub dataset) are in this table only: "
+            "the Hub's model-index needs a dataset id."
+        )
     return lines
 
 
@@ -229,16 +261,23 @@ def render_model_card(
     eval_paths: list[Path] | None = None,
     name: str | None = None,
     license_id: str = "apache-2.0",
+    allow_other_model_results: bool = False,
 ) -> str:
-    """The model card text for the saved model folder ``model_dir``."""
+    """The model card text for the saved model folder ``model_dir``.
+
+    Every result under ``eval_paths`` must be this model's (its recorded fingerprint, see
+    `dualview.hub.card_results.check_results`); ``allow_other_model_results`` shows another
+    model's results marked as such, outside the model-index.
+    """
     model_dir = Path(model_dir)
-    name = name or model_dir.resolve().parent.name or model_dir.name
     train = _read_yaml(model_dir / "dualview_train.yaml")
+    name = name or default_name(model_dir, train)
     manifest = _read_json(model_dir / "data_manifest.json")
     info = _read_json(model_dir / "dualview_model.json")
-    results = eval_results(eval_paths or [])
     model = train.get("model") or {}
     kind = card_kind(model_dir)
+    identity = ModelIdentity(model_dir, kind)
+    results = check_results(eval_results(eval_paths or []), identity, allow_other_model_results)
     if kind != "bi_encoder":  # a reranker's description holds its template
         info = _read_json(model_dir / RERANKER_FILE)
     about = KINDS[kind]
@@ -249,7 +288,7 @@ def render_model_card(
         "",
         f"{about.what} trained with dualview {__version__} {_DUAL_VIEW}",
         "",
-        f"- Base model: `{model.get('name_or_path', 'unknown')}`",
+        _base_line(str(model.get("name_or_path", "unknown"))),
         *_kind_lines(kind, model, info),
         f"- Loss: {loss.get('objective', '-')} (temperature {loss.get('temperature', '-')})",
         f"- Query text: `{template}`; document text: `title + ' ' + text`",
@@ -279,6 +318,12 @@ def render_model_card(
     return f"---\n{header}---\n\n" + "\n".join(body) + "\n"
 
 
+def _base_line(base: str) -> str:
+    hub_id = base_model_id(base)
+    shown = f" ({hub_id} on the Hub)" if hub_id not in (None, base) else ""
+    return f"- Base model: `{base}`{shown}"
+
+
 def card_kind(model_dir: Path) -> str:
     """The folder's model kind as the card describes it (``reranker``: a kind it does not know)."""
     kind = reranker_kind(model_dir)
@@ -305,11 +350,13 @@ def write_model_card(
     eval_paths: list[Path] | None = None,
     name: str | None = None,
     license_id: str = "apache-2.0",
+    allow_other_model_results: bool = False,
 ) -> Path:
     """Write ``MODEL/README.md`` (see `render_model_card`); returns its path."""
     model_dir = Path(model_dir)
     if not any((model_dir / name).is_file() for name in ("modules.json", "config.json")):
         raise DataError(model_dir, None, "model", "not a saved model folder (no modules.json)")
     target = model_dir / CARD_FILE
-    atomic_write_text(target, render_model_card(model_dir, eval_paths, name, license_id))
+    card = render_model_card(model_dir, eval_paths, name, license_id, allow_other_model_results)
+    atomic_write_text(target, card)
     return target
