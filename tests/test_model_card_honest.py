@@ -115,7 +115,7 @@ def test_a_cross_encoder_card_refuses_the_bi_encoders_results(models: dict[str, 
     assert "reranks the top 3 of `bm25`" in card
     with pytest.raises(DataError, match=r"rerank\.reranker\.fingerprint: .*without a reranker"):
         render_model_card(models["ce"], [models["root"] / "eval-other"])
-    with pytest.raises(DataError, match=r"model\.fingerprint: .*a reranker's result"):
+    with pytest.raises(DataError, match=r"model\.fingerprint: .*two-stage column"):
         render_model_card(models["other"], [ce_results])
     assert "| paired |" in render_model_card(models["other"], [models["root"] / "eval-other"])
 

@@ -10,7 +10,7 @@
   (`CardResult.other_model`) so the card can say so.
 - `index_entries`: the Hub ``model-index`` entries of one result: one per Hub dataset its
   files were read from (`hub_dataset`: the Hub cache's ``datasets--ORG--NAME/snapshots/REV``
-  folders), with mteb's metric keys (`metric_type`) and the card's 0-100 values. A result on
+  folders), with mteb's metric keys (`metric_type`) and the card's values (x100). A result on
   local data has none (the Hub needs a real dataset id, and a local set has none); the card's
   table still shows it.
 """
@@ -134,9 +134,12 @@ class ModelIdentity:
         model = data.get("model") if isinstance(data.get("model"), dict) else {}
         name = model.get("name", "?")
         recorded, precision = self.recorded(data)
+        if recorded is None and self.kind == "bi_encoder":
+            return (
+                f"model {name!r} is a two-stage column (a reranker, or BM25), no bi-encoder alone"
+            )
         if recorded is None:
-            what = "a reranker's" if self.kind == "bi_encoder" else "a model's without a reranker"
-            return f"model {name!r}: {what} result, no {self.field} of a {self.kind}"
+            return f"model {name!r} ranked without a reranker (no {self.field})"
         if precision not in _PRECISIONS:
             return f"model {name!r}: unknown precision {precision!r}"
         own = self.fingerprint(precision)

@@ -11,7 +11,7 @@ when given, the result JSONs of ``dualview eval`` for the model, and writes:
   have no dataset id and stay out of it) and mteb's metric keys
   (`dualview.hub.card_results`);
 - the base model, how to load and query it, the training config, the data manifest and an
-  evaluation table (every value on a 0-100 scale, said once: `SCALE`).
+  evaluation table (every value in points, x100, said once: `SCALE`).
 
 Results must be the model's own: each result's recorded fingerprint is checked against the
 folder's (`dualview.hub.card_results.check_results`); another model's result is an error,
@@ -192,9 +192,9 @@ def card_metadata(
 
 #: What every value of the evaluation table (and of the model-index) is, said once.
 SCALE = (
-    "Every value is on a 0-100 scale, as mteb's model cards give them: IR measures "
-    "(nDCG, MAP, recall, MRR) are fractions shown x100; p-MRR is computed on its -100..100 "
-    "scale and pairwise accuracy in percent, both shown as computed."
+    "All values are in points (x100), as mteb's model cards give them: IR measures (nDCG, "
+    "MAP, recall, MRR; fractions as computed) x100, pairwise accuracy in percent, and p-MRR "
+    "on the -100..100 scale it is computed at."
 )
 
 
