@@ -55,8 +55,7 @@ def model_card(
 ) -> None:
     """(Re)write MODEL/README.md, a sentence-transformers card with a model-index.
 
-    Every --eval result must be MODEL's own: its recorded model fingerprint is checked
-    against MODEL's (the model is loaded on the CPU to compute it)."""
+    Each --eval result must be MODEL's own (its recorded model fingerprint is MODEL's)."""
     from dualview.hub.model_card import write_model_card
 
     check_outputs([model / "README.md"], list(eval_paths or []))
