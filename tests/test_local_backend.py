@@ -8,6 +8,7 @@ import importlib.util
 import multiprocessing
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,8 @@ def test_two_processes_assembling_at_once_both_succeed(tmp_path: Path) -> None:
 
 
 def test_missing_packages_give_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gguf, "EMBEDDED_PART_PACKAGES", ("no_such_pkg_dualview_part1",))
+    missing = replace(gguf.EMBEDDED_GGUFS[EMBEDDED_LLM], package_prefix="no_such_pkg_dualview_p")
+    monkeypatch.setitem(gguf.EMBEDDED_GGUFS, EMBEDDED_LLM, missing)
     with pytest.raises(DualviewError, match=r"pip install 'dualview\[models\]'"):
         gguf.embedded_gguf_parts()
 

