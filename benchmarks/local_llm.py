@@ -1,7 +1,8 @@
 """Local LLM engines on this machine: install time, load time, tokens/s.
 
 Compares the engines of :class:`dualview.synth.backends.local.LocalBackend` on the
-embedded Qwen2.5-Coder-0.5B-Instruct Q4 GGUF:
+embedded Qwen2.5-Coder-0.5B-Instruct Q4 GGUF (``--model`` names another, e.g.
+``embedded:qwen2.5-coder-1.5b``):
 
 - ``openvino``: OpenVINO GenAI from binary wheels, on a Q8_0 copy of the GGUF made once
   (``convert_s``; not part of ``load_s``);
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _machine import load_avg, machine_end, machine_line, machine_start
+from dualview.synth.backends.base import EMBEDDED_LLM
 
 if TYPE_CHECKING:
     from dualview.synth.backends.base import Completion
@@ -73,7 +75,7 @@ def bench_messages(variant: int) -> list[dict[str, str]]:
     ]
 
 
-def run_worker(engine: str, threads: int, new_tokens: int) -> dict:
+def run_worker(engine: str, threads: int, new_tokens: int, model_name: str) -> dict:
     """Measure one engine in this process (called in a subprocess)."""
     import asyncio
 
@@ -81,7 +83,8 @@ def run_worker(engine: str, threads: int, new_tokens: int) -> dict:
     from dualview.synth.backends.gguf_requant import openvino_gguf
     from dualview.synth.backends.local import LocalBackend, model_sha256
 
-    backend = LocalBackend(BackendConfig(kind="local", engine=engine, n_threads=threads))
+    config = BackendConfig(kind="local", model=model_name, engine=engine, n_threads=threads)
+    backend = LocalBackend(config)
     model, _ = backend._resolve()  # assemble the GGUF outside the timed load
     started = time.perf_counter()
     if engine == "openvino":  # the one-time Q8_0 copy, also outside the timed load
@@ -126,10 +129,10 @@ def measure_install(engine: str) -> float:
         return round(time.perf_counter() - started, 1)
 
 
-def measure_engine(engine: str, threads: int, new_tokens: int) -> dict:
+def measure_engine(engine: str, threads: int, new_tokens: int, model_name: str) -> dict:
     """Run one engine at one thread count in a fresh subprocess."""
     command = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)]
-    command += ["--new-tokens", str(new_tokens)]
+    command += ["--new-tokens", str(new_tokens), "--model", model_name]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -150,6 +153,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", default=str(os.cpu_count() or 1), help="comma list, e.g. 1,2")
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument(
+        "--model", default=EMBEDDED_LLM, help="backend.model (default: %(default)s)"
+    )
+    parser.add_argument(
         "--measure-install", action="append", default=[], choices=ENGINES, metavar="ENGINE"
     )
     parser.add_argument("--install-seconds", action="append", default=[], metavar="ENGINE=S")
@@ -161,7 +167,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     if args.worker:
-        print(json.dumps(run_worker(args.worker, int(args.threads), args.new_tokens)))
+        print(json.dumps(run_worker(args.worker, int(args.threads), args.new_tokens, args.model)))
         return
     given = dict(item.split("=", 1) for item in args.install_seconds)
     info = machine_start(
@@ -172,11 +178,12 @@ def main() -> None:
         install_s = measure_install(engine) if engine in args.measure_install else None
         install_s = install_s or (float(given[engine]) if engine in given else None)
         for threads in args.threads.split(","):
-            row = measure_engine(engine, int(threads), args.new_tokens)
+            row = measure_engine(engine, int(threads), args.new_tokens, args.model)
             rows.append({**row, "install_s": install_s, "load_avg_after": load_avg()})
             print(json.dumps(rows[-1]), flush=True)
     result = {
         "benchmark": "local_llm",
+        "model": args.model,
         "machine": {**machine_end(info), "threads_tried": args.threads},
         "install_measured_here": args.measure_install,
         "install_given": given,
