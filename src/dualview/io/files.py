@@ -161,6 +161,8 @@ def read_json_file(path: str | Path) -> Any:
 # A JSON or YAML escape of a UTF-16 surrogate (U+D800-U+DFFF). It only preselects the texts
 # to check: a valid pair (an emoji) matches too, and only a lone one is an error.
 _SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+# A surrogate code point in a decoded str: decoding joins escaped pairs, so it is a lone one.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def reject_lone_surrogates(text: str, data: Any, path: str | Path, line: int | None) -> None:
@@ -203,23 +205,16 @@ def _join(where: str, key: object) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def replace_lone_surrogates(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD. For text dualview did not read
     from a user's file (an LLM server's reply): it cannot be located to a line, and one bad
-    character must not stop a job whose cache and output could not be written otherwise.
-    (JSON decoding joins escaped surrogate *pairs*, so any surrogate left in a str is lone.)"""
+    character must not stop a job whose cache and output could not be written otherwise."""
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _surrogate_in(text: str) -> int | None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return ord(text[exc.start])
-    return None
+    found = _LONE_SURROGATE.search(text)
+    return ord(found.group()) if found else None
 
 
 def iter_text_lines(path: Path) -> Iterator[tuple[int, str]]:
