@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,23 @@ def make_record(record_id: str = "r1", view: str = "orig", **fields: Any) -> Rec
         defaults["parent_id"] = "r0"
     defaults.update(fields)
     return Record(id=record_id, view=view, **defaults)
+
+
+def invoke_in_process(argv: list[str], capsys: Any) -> tuple[int, str, str]:
+    """``dualview ARGV`` run in-process (``dualview.cli.main``): (exit code, stdout, stderr).
+    A traceback comes back as code -1 with the traceback appended to stderr."""
+    from dualview.cli import main
+
+    saved, sys.argv = sys.argv, ["dualview", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        captured = capsys.readouterr()
+        return -1, captured.out, captured.err + traceback.format_exc()
+    finally:
+        sys.argv = saved
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

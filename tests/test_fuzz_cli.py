@@ -18,8 +18,6 @@ import json
 import os
 import random
 import shutil
-import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +34,7 @@ from dualview.models.reranker import RERANKER_FILE
 from dualview.review.store import make_verdict
 from dualview.synth.testing import StubServer
 from tests.conftest import FIXTURES
-from tests.helpers import make_record, run_cli
+from tests.helpers import invoke_in_process, make_record, run_cli
 from tests.hub_stub import HubStub
 from tests.review_fixtures import write_dv_file, write_judge
 
@@ -604,26 +602,6 @@ def prepare(target: Target, input_name: str, root: Path, env: dict) -> tuple[lis
     return [part.format(**values) for part in target.argv], damaged
 
 
-def invoke(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """``dualview ARGV`` in-process; a traceback is returned as the output, code -1."""
-    from dualview.cli import main
-
-    saved = sys.argv
-    sys.argv = ["dualview", *argv]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        captured = capsys.readouterr()
-        return -1, captured.out, captured.err + traceback.format_exc()
-    finally:
-        sys.argv = saved
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def check(
     code: int, out: str, err: str, target: Target, input_name: str, damaged: Path, arg: str,
     before: bytes | None = None,
@@ -662,7 +640,7 @@ def test_fuzz_matrix(target, input_name, env, tmp_path, capsys, monkeypatch) -> 
     _offline_stand_ins(monkeypatch, env)
     arg = _arg_of(target, argv)
     before = damaged.read_bytes() if input_name in VALID_INPUTS else None
-    code, out, err = invoke(argv, capsys)
+    code, out, err = invoke_in_process(argv, capsys)  # traceback: code -1
     check(code, out, err, target, input_name, damaged, arg, before)
 
 

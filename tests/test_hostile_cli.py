@@ -8,9 +8,7 @@ import asyncio
 import json
 import os
 import shutil
-import sys
 import time
-import traceback
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from dualview.synth.backends.base import BackendConfig, SamplingParams, Transien
 from dualview.synth.backends.openai_http import OpenAIBackend, parse_retry_after
 from dualview.synth.testing import StubReply, StubServer, default_reply
 from tests.conftest import FIXTURES
-from tests.helpers import make_record
+from tests.helpers import invoke_in_process, make_record
 from tests.review_fixtures import write_dv_file
 
 ORIG = FIXTURES / "synth" / "orig.jsonl"
@@ -34,19 +32,10 @@ LLM = ["--backend", "openai", "--model", "stub", "--base-url"]
 
 def invoke(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     """``dualview ARGV`` in-process: (exit code, stderr); a traceback fails the test."""
-    from dualview.cli import main
-
-    saved, sys.argv = sys.argv, ["dualview", *argv]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        pytest.fail(f"traceback:\n{traceback.format_exc()}", pytrace=False)
-    finally:
-        sys.argv = saved
-    return code, capsys.readouterr().err
+    code, _, err = invoke_in_process(argv, capsys)
+    if code == -1:
+        pytest.fail(f"traceback:\n{err}", pytrace=False)
+    return code, err
 
 
 def refused(code: int, err: str, output: Path) -> None:
