@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError, warn_once
-from dualview.eval.layout import display_value, model_slug
+from dualview.eval.layout import MTEB_FOLDER, display_value, model_slug
 from dualview.io.files import read_json_file
 from dualview.report.table import ConfigResult
 from dualview.train.step_log import read_loss_log
@@ -139,21 +139,30 @@ def pmrr_per_query(label: str, payload: dict[str, Any]) -> dict[str, list[float]
     return out
 
 
-def _add_result(row: ConfigResult, path: Path) -> None:
-    """One evaluation JSON into ``row``; a file of another shape is a located error."""
+def add_payload(row: ConfigResult, payload: dict[str, Any]) -> None:
+    """One evaluation result (the JSON `dualview eval` writes, or one read back from mteb's
+    files by `dualview.report.mteb_results`) into ``row``: its columns, per-query values (or
+    why there are none) and a paired benchmark's data files."""
+    bench = payload["benchmark"]
+    kind, bench_label = bench["name"], bench["label"]
+    row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
+    row.per_query.update(pmrr_per_query(bench_label, payload))
+    values, notes = query_values(kind, bench_label, payload)
+    row.query_values.update(values)
+    row.query_notes.update(notes)
+    if kind in PAIRED_KINDS:
+        row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
+
+
+def _add_result(row: ConfigResult, path: Path) -> dict[str, Any]:
+    """One evaluation JSON into ``row`` (`add_payload`); its payload. A file of another
+    shape is a located error."""
     payload = read_json_file(path)
     try:
-        bench = payload["benchmark"]
-        kind, bench_label = bench["name"], bench["label"]
-        row.metrics.update(paper_columns(kind, bench_label, payload["metrics"]))
-        row.per_query.update(pmrr_per_query(bench_label, payload))
-        values, notes = query_values(kind, bench_label, payload)
-        row.query_values.update(values)
-        row.query_notes.update(notes)
-        if kind in PAIRED_KINDS:
-            row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
+        add_payload(row, payload)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise DataError(path, None, "json", f"not a dualview eval result ({exc!r})") from None
+    return payload
 
 
 def eval_file_row(name: str, path: Path) -> ConfigResult:
@@ -162,6 +171,58 @@ def eval_file_row(name: str, path: Path) -> ConfigResult:
     row = ConfigResult(name)
     _add_result(row, path)
     return row
+
+
+SUMMARY = "summary.json"  # what `dualview eval` writes beside its model folders
+MTEB_MODEL_META = "model_meta.json"  # beside an mteb model's task results
+REPORT_MARK = "report.md"  # a report written into an eval folder is not a model's folder
+
+
+def is_eval_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a `dualview eval` result folder (``summary.json`` beside one
+    folder per model) or one model's folder in it (``<benchmark>.json`` results, and no
+    mteb ``model_meta.json``)."""
+    if (folder / SUMMARY).is_file():
+        return True
+    return any(folder.glob("*.json")) and not (folder / MTEB_MODEL_META).exists()
+
+
+def _model_folders(folder: Path) -> list[Path]:
+    """An eval folder's model folders: those its ``summary.json`` lists first (in its order),
+    then any other (an earlier call's models), by name; ``folder`` itself when it is one
+    model's folder. The mteb copies and reports written into it are left out."""
+    if not (folder / SUMMARY).is_file():
+        return [folder]
+    found = sorted(
+        d
+        for d in folder.iterdir()
+        if d.is_dir() and d.name != MTEB_FOLDER and not (d / REPORT_MARK).exists()
+        if any(d.glob("*.json"))
+    )
+    summary = read_json_file(folder / SUMMARY)
+    listed = summary.get("models") if isinstance(summary, dict) else None
+    listed = listed if isinstance(listed, list) else []
+    order = [model_slug(m) for m in listed if isinstance(m, str)]
+    rank = {slug: i for i, slug in enumerate(order)}
+    return sorted(found, key=lambda d: rank.get(d.name, len(rank)))
+
+
+def model_folder_row(folder: Path) -> ConfigResult:
+    """One model's results (every ``<benchmark>.json`` of its folder) as a row named by the
+    model name they store (the folder's name when they store none)."""
+    row = ConfigResult(folder.name)
+    names = []
+    for path in sorted(folder.glob("*.json")):
+        model = _add_result(row, path).get("model")
+        if isinstance(model, dict) and isinstance(model.get("name"), str):
+            names.append(model["name"])
+    row.name = names[0] if names else folder.name
+    return row
+
+
+def eval_folder_rows(folder: Path) -> list[ConfigResult]:
+    """Report rows of a `dualview eval` result folder, one per model (`model_folder_row`)."""
+    return [model_folder_row(d) for d in _model_folders(folder)]
 
 
 def collect_rows(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from dualview.errors import DataError, DualviewError
 from dualview.io.files import read_json_file
 from dualview.report import ReportFiles, ReportOptions, write_report
-from dualview.report.collect import collect_rows
+from dualview.report.collect import collect_rows, eval_folder_rows, is_eval_folder
+from dualview.report.mteb_results import mteb_model_folders, mteb_rows
 from dualview.report.table import ConfigResult, aggregate
 
 CONFIGURATIONS = "configurations.json"
+STAGES = "stages.json"
 
 
 def manifest_path_text(path: Path, run_dir: Path) -> str:
@@ -67,9 +71,9 @@ def report_from_eval_stage(
 
 def find_eval_stage(run_dir: Path) -> Path:
     """The eval stage folder of a run, from the run's ``stages.json`` index."""
-    index_path = run_dir / "stages.json"
+    index_path = run_dir / STAGES
     if not index_path.is_file():
-        raise DualviewError(f"{run_dir}: not a dualview run folder (no stages.json)")
+        raise DualviewError(f"{run_dir}: not a dualview run folder (no {STAGES})")
     index = read_json_file(index_path)
     if not isinstance(index, dict) or not isinstance(index.get("eval"), str):
         raise DualviewError(f"{index_path}: the run has no eval stage")
@@ -86,6 +90,8 @@ def report_runs(
     paired significance and error analysis per ``options`` (seeds pooled by query)."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
+    if not all((Path(d) / STAGES).is_file() for d in run_dirs):
+        return report_arms([Path(d) for d in run_dirs], out_dir, options)
     runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
     if len(run_dirs) == 1:
         rows, title = runs[0], Path(run_dirs[0]).name
@@ -96,3 +102,64 @@ def report_runs(
             raise DualviewError("report: several run folders need --out")
         default_out = Path(out_dir)
     return write_report(rows, Path(out_dir or default_out), title=title, options=options)
+
+
+def folder_rows(folder: Path) -> list[ConfigResult]:
+    """The rows one report argument gives: a run folder's configurations, a `dualview eval`
+    result folder's models, or an mteb result folder's models; else one located error."""
+    if (folder / STAGES).is_file():
+        return rows_of_eval_stage(find_eval_stage(folder))
+    if not folder.is_dir():
+        raise DualviewError(f"{folder}: no such folder")
+    if is_eval_folder(folder):
+        return eval_folder_rows(folder)
+    if mteb_model_folders(folder):
+        return mteb_rows(folder)
+    raise DualviewError(
+        f"{folder}: not a dualview run folder ({STAGES}), eval result folder (summary.json, "
+        "or a model's <benchmark>.json results) or mteb result folder (model_meta.json)"
+    )
+
+
+def distinct_names(rows_by_folder: list[tuple[Path, list[ConfigResult]]]) -> list[ConfigResult]:
+    """The rows of every folder, a name that several rows share followed by its folder
+    (``embedded:minilm (eval-a)``), and by a number if that is still shared."""
+    counts = Counter(row.name for _, rows in rows_by_folder for row in rows)
+    out: list[ConfigResult] = []
+    for folder, rows in rows_by_folder:
+        for row in rows:
+            name = row.name if counts[row.name] == 1 else f"{row.name} ({folder})"
+            taken = {r.name for r in out}
+            unique = name
+            for k in range(2, len(taken) + 2):
+                if unique not in taken:
+                    break
+                unique = f"{name} #{k}"
+            out.append(replace(row, name=unique))
+    return out
+
+
+def against_first(names: list[str]) -> list[tuple[str, str]]:
+    """Every arm against the first (the control of a model-vs-model report)."""
+    return [(name, names[0]) for name in names[1:]]
+
+
+def report_arms(
+    folders: list[Path], out_dir: str | Path | None, options: ReportOptions | None = None
+) -> ReportFiles:
+    """One report whose arms are the rows of each folder (`folder_rows`): eval and mteb
+    result folders, with run folders among them. Unless ``options`` say otherwise, every
+    arm is compared with the first (significance and flipped queries)."""
+    rows_by_folder = [(folder, folder_rows(folder)) for folder in folders]
+    if out_dir is None:
+        raise DualviewError("report: eval and mteb result folders need --out")
+    rows = distinct_names(rows_by_folder)
+    options = options or ReportOptions()
+    pairs = against_first([row.name for row in rows])
+    options = replace(
+        options,
+        comparisons=pairs if options.comparisons is None else options.comparisons,
+        error_pairs=pairs if options.error_pairs is None else options.error_pairs,
+    )
+    title = " vs ".join(folder.name for folder in folders)
+    return write_report(rows, Path(out_dir), title=title, options=options)
