@@ -120,7 +120,8 @@ def report(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run folder(s) of `dualview run`; several = seeds; or one sweep folder."
+            help="Run folder(s) of `dualview run`; several = seeds; or one sweep folder; "
+            "or `dualview eval` / mteb result folders, each model an arm (needs --out)."
         ),
     ],
     out: Annotated[
@@ -131,7 +132,8 @@ def report(
         typer.Option(
             "--compare",
             help="ARM:CONTROL pair for the significance table (repeatable; default: every "
-            "arm vs Ins-orig and vs base; 'none' for no table).",
+            "arm vs Ins-orig and vs base, or vs the first arm of result folders; 'none' for "
+            "no table).",
         ),
     ] = None,
     flips: Annotated[
@@ -139,7 +141,8 @@ def report(
         typer.Option(
             "--flips",
             help="ARM_A:ARM_B pair for the flipped-query error analysis (repeatable; "
-            "default: every arm vs Ins-orig; 'none' for none).",
+            "default: every arm vs Ins-orig, or vs the first arm of result folders; 'none' "
+            "for none).",
         ),
     ] = None,
     resamples: Annotated[
