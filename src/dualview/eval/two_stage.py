@@ -1,15 +1,17 @@
 """Two-stage evaluation: a reranker over a first stage, as one column of ``dualview eval``.
 
 A `Ranker` is what produces one model's results: a first stage (``model``: a bi-encoder,
-``bm25``, or ``candidates``: the benchmark's own candidate lists) and, optionally, a
+``bm25`` or ``bm25-builtin`` (`dualview.data.bm25`), or ``candidates``: the benchmark's own
+candidate lists) and, optionally, a
 reranker that rescores the first stage's top ``k`` (`dualview.eval.benchmarks.base` runs
 both; `dualview.retrieval.rerank` caches the scores).
 
 - **Names**: a reranked column is called ``<reranker>@<first stage>``, e.g.
   ``out/ce@embedded:minilm`` or ``out/ce@bm25`` (its result folder is the slug of that name,
   ``out_ce@embedded_minilm``), so reranked results never share a folder with first-stage
-  ones; BM25 alone is the column ``bm25``. Two columns whose names give one folder (``a/ce``
-  and ``a_ce``) are an error before anything runs (`dualview.eval.layout.check_result_folders`).
+  ones; BM25 alone is the column ``bm25`` (or ``bm25-builtin``). Two columns whose names
+  give one folder (``a/ce`` and ``a_ce``) are an error before anything runs
+  (`dualview.eval.layout.check_result_folders`).
 - **Record**: `Ranker.record` (the result JSON's ``rerank`` object) holds the reranker's
   name and fingerprint, the first stage actually used (kind, name, fingerprint) and ``k``;
   a benchmark that reranks its own candidate lists whole (FollowIR) records the first stage
@@ -25,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dualview.data.bm25 import BM25
+from dualview.data.bm25 import BM25_KINDS, bm25_fingerprint
 from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import FIRST_STAGES, Benchmark, EvalContext
 from dualview.models.rerankers import RERANKER_FILE, Reranker, is_reranker, load_reranker
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.rerank import CachedReranker
 
-#: What identifies the BM25 first stage (its parameters; the code is versioned with dualview).
-_BM25 = BM25([])
-BM25_FINGERPRINT = f"bm25:k1={_BM25.k1}:b={_BM25.b}"
+#: What identifies the hand-written BM25 first stage (its parameters; the code is versioned
+#: with dualview); the ``bm25`` first stage's names the `bm25s` version and recipe.
+BM25_FINGERPRINT = bm25_fingerprint("bm25-builtin")
 
 
 @dataclass
@@ -45,7 +47,8 @@ class RerankSettings:
         rerankers: saved reranker folders (`dualview.models.rerankers.load_reranker`) or
             loaded `Reranker` objects (named by their ``name`` attribute, else their class);
             each gives one column per first stage. Empty: the first stage alone.
-        first_stage: ``model`` (each of `evaluate`'s models), ``bm25`` or ``candidates``.
+        first_stage: ``model`` (each of `evaluate`'s models), ``bm25`` (`bm25s`, stemmed),
+            ``bm25-builtin`` (hand-written, no stemming) or ``candidates``.
         top_k: documents per query the reranker rescores; those beyond ``k`` keep their
             first-stage order below the reranked ones.
     """
@@ -80,7 +83,7 @@ class RerankSettings:
                 check_reranker_folder(item)
 
     def first_stages(self, models: list[str]) -> list[str]:
-        """The first stage of each column group: the models, or ``bm25`` / ``candidates``."""
+        """The first stage of each column group: the models, or the BM25 / ``candidates``."""
         return list(models) if self.first_stage == "model" else [self.first_stage]
 
     def columns(self, models: list[str]) -> list[str]:
@@ -160,8 +163,8 @@ class Ranker:
         )
 
     def _first_fingerprint(self) -> str | None:
-        if self.first_stage == "bm25":
-            return BM25_FINGERPRINT
+        if self.first_stage in BM25_KINDS:
+            return bm25_fingerprint(self.first_stage)
         return self.encoder.fingerprint if self.encoder is not None else None
 
     def record(self, bench: Benchmark) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ from dualview.config import (
     validate_config,
 )
 from dualview.data import formats
+from dualview.data.bm25 import BM25_KINDS
 from dualview.data.jsonl import iter_records
 from dualview.data.mix import MixConfig, build_mix, preset_config
 from dualview.data.pairing import ExtraDv, read_pairs
@@ -327,10 +328,10 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
         rerankers = {k: v for k, v in configurations.items() if is_reranker(v)}
         encoders = [v for k, v in configurations.items() if k not in rerankers]
         spec = exp.evaluation.rerank
-        bm25 = spec.first_stage == "bm25"
+        bm25 = spec.first_stage in BM25_KINDS
         rerank = RerankSettings(
             rerankers=list(rerankers.values()),
-            first_stage="bm25" if bm25 else "model",
+            first_stage=spec.first_stage if bm25 else "model",
             top_k=spec.top_k,
         )
         first_stage = [] if bm25 else [spec.first_stage]

@@ -114,8 +114,9 @@ class TrainingSpec(StrictModel):
 
 class RerankSpec(StrictModel):
     """How a trained reranker (``model.kind: cross_encoder | llm_reranker``) is evaluated:
-    it rescores the ``top_k`` documents of ``first_stage`` (a bi-encoder's name or path, or
-    ``bm25``); FollowIR reranks its own candidates (`dualview.eval.two_stage`)."""
+    it rescores the ``top_k`` documents of ``first_stage`` (a bi-encoder's name or path,
+    ``bm25`` (`bm25s`, stemmed) or ``bm25-builtin``); FollowIR reranks its own candidates
+    (`dualview.eval.two_stage`)."""
 
     first_stage: str = "embedded:minilm"
     top_k: int = Field(20, ge=1)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dualview.data.bm25 import BM25
+from dualview.data.bm25 import BM25_KINDS, RankedIndex, bm25_index
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.schema import Document
 from dualview.errors import DataError, DualviewError
@@ -44,8 +44,10 @@ class BenchmarkMeta:
     hub_dataset: str | None = None
 
 
-#: First stages of two-stage evaluation: a bi-encoder, BM25, the benchmark's candidates.
-FIRST_STAGES = ("model", "bm25", "candidates")
+#: First stages of two-stage evaluation: a bi-encoder, BM25 (``bm25``: the `bm25s` library,
+#: stemmed; ``bm25-builtin``: the hand-written one, `dualview.data.bm25`), the benchmark's
+#: candidates.
+FIRST_STAGES = ("model", *BM25_KINDS, "candidates")
 
 
 @dataclass
@@ -60,7 +62,8 @@ class EvalContext:
         query_prompt: literal prompt the model reads before every query (e.g. ``"query: "``).
         doc_prompt: literal prompt before every document.
         backend: search backend for full-corpus retrieval (``auto``, ``torch``, ``faiss``).
-        first_stage: ``model`` (the encoder), ``bm25`` or ``candidates`` (`FIRST_STAGES`).
+        first_stage: ``model`` (the encoder), ``bm25``, ``bm25-builtin`` or ``candidates``
+            (`FIRST_STAGES`).
         reranker: the second stage, which rescores the first stage's ``top_k``; None: the
             first stage's run is the result.
         top_k: documents per query the reranker rescores.
@@ -169,7 +172,7 @@ def hub_snapshot(repo_id: str, allow_patterns: list[str] | None = None) -> Path:
 
 
 #: What `encode_corpus` returns: document ids, id -> row, and the first stage's index of
-#: the documents (an embedding matrix, a `BM25`, or None for the ``candidates`` stage).
+#: the documents (an embedding matrix, a BM25 `RankedIndex`, or None for ``candidates``).
 CorpusIndex = tuple[list[str], dict[str, int], object]
 
 
@@ -180,8 +183,8 @@ def encode_corpus(
     embeddings | BM25 | None)."""
     ids = list(corpus) if ids is None else list(dict.fromkeys(ids))
     rows = {d: i for i, d in enumerate(ids)}
-    if ctx.first_stage == "bm25":
-        return ids, rows, BM25([corpus[d] for d in ids])
+    if ctx.first_stage in BM25_KINDS:
+        return ids, rows, bm25_index(ctx.first_stage, [corpus[d] for d in ids])
     if ctx.first_stage == "candidates":
         return ids, rows, None
     texts = [doc_text(corpus[d]) for d in ids]
@@ -223,7 +226,7 @@ def retrieve(
             "queries; use --first-stage model or bm25"
         )
     doc_ids, _, index = corpus_emb or encode_corpus(ctx, corpus)
-    if isinstance(index, BM25):
+    if isinstance(index, RankedIndex):
         run: Run = {}
         for qid, text in queries.items():
             scores, rows = index.top_k(text, k)
@@ -255,7 +258,7 @@ def rerank(
         needed = [d for q in queries for d in candidates.get(q, ())]
         corpus_emb = encode_corpus(ctx, corpus, needed)
     _, row_of, index = corpus_emb
-    if isinstance(index, BM25):
+    if isinstance(index, RankedIndex):
         run: Run = {}
         for qid, text in queries.items():
             scores = index.scores(text)
