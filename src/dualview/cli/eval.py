@@ -52,7 +52,7 @@ def eval_command(
         list[str] | None,
         typer.Argument(
             help="Models: a folder, a Hub name, one of our checkpoints, embedded:minilm. "
-            "With --reranker: the first stages (none with --first-stage bm25/candidates)."
+            "With --reranker: the first stages (none with a BM25 or candidates --first-stage)."
         ),
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
@@ -85,8 +85,9 @@ def eval_command(
     first_stage: Annotated[
         str,
         typer.Option(
-            help=f"First stage, one of {', '.join(FIRST_STAGES)}: the MODELS, BM25, or only "
-            "the benchmarks' own candidate lists. FollowIR always reranks its top_ranked.",
+            help=f"First stage, one of {', '.join(FIRST_STAGES)}: the MODELS, BM25 (bm25: "
+            "bm25s, stemmed; bm25-builtin: no stemming), or only the benchmarks' own candidate "
+            "lists. FollowIR always reranks its top_ranked.",
         ),
     ] = "model",
     top_k: Annotated[
