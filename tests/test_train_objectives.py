@@ -22,7 +22,7 @@ from dualview.train.objectives import (
     objective_names,
     register_objective,
 )
-from dualview.train.objectives.base import _REGISTRY
+from dualview.train.objectives.base import OBJECTIVES
 from dualview.train.step import contrastive_step
 from tests.step_checks import step_batch
 from tests.train_tiny import make_tiny_encoder
@@ -47,7 +47,7 @@ class MarginObjective(Objective):
 def margin_registered():
     register_objective("test_margin", lambda config: MarginObjective(config.temperature))
     yield
-    del _REGISTRY["test_margin"]
+    OBJECTIVES.remove("test_margin")
 
 
 def test_builtin_objectives_are_registered_by_name() -> None:

@@ -57,10 +57,10 @@ class LossConfig(StrictModel):
     @classmethod
     def _registered(cls, value: str) -> str:
         # The registry imports torch: loaded when a config is validated, not when the CLI starts.
-        from dualview.train.objectives import objective_names
+        from dualview.train.objectives import OBJECTIVES
 
-        if value not in objective_names():
-            raise ValueError(f"unknown objective {value!r}; choose from {objective_names()}")
+        if value not in OBJECTIVES:
+            raise ValueError(OBJECTIVES.unknown_message(value, where=""))
         return value
 
     @model_validator(mode="after")

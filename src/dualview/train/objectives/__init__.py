@@ -7,6 +7,7 @@ Built in: ``infonce`` (`infonce.RelationInfoNCE`), ``inf_univariate`` and
 
 from dualview.train.objectives import inf_embed, infonce, rerank
 from dualview.train.objectives.base import (
+    OBJECTIVES,
     TEXT_GROUPS,
     Objective,
     build_objective,
@@ -17,6 +18,7 @@ from dualview.train.objectives.inf_embed import InfEmbedLoss
 from dualview.train.objectives.infonce import RelationInfoNCE
 
 __all__ = [
+    "OBJECTIVES",
     "TEXT_GROUPS",
     "InfEmbedLoss",
     "Objective",

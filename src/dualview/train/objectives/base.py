@@ -13,7 +13,8 @@ An objective is an ``nn.Module`` that
 The training step asks the objective what to encode and hands it the embeddings: it knows
 no objective by name. A new objective is one module that subclasses `Objective` and calls
 `register_objective` once, plus a line importing that module in
-``dualview/train/objectives/__init__.py``.
+``dualview/train/objectives/__init__.py``; code outside the package registers through
+`OBJECTIVES` or the entry-point group ``dualview.objectives`` (`dualview.registry`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import torch
 from torch import nn
 
-from dualview.errors import ConfigError
+from dualview.registry import Registry
 
 if TYPE_CHECKING:
     from dualview.train.batching import Batch
@@ -54,25 +55,23 @@ class LossSettings(Protocol):
 
 
 Factory = Callable[[LossSettings], Objective]
-_REGISTRY: dict[str, Factory] = {}
+
+#: ``loss.objective`` name -> factory; plugins use the entry-point group ``dualview.objectives``.
+OBJECTIVES: Registry[Factory] = Registry(
+    "objective", field="loss.objective", group="dualview.objectives"
+)
 
 
 def register_objective(name: str, factory: Factory) -> None:
     """Make ``loss.objective: NAME`` build ``factory(loss_config)``."""
-    if name in _REGISTRY:
-        raise ValueError(f"objective {name!r} is already registered")
-    _REGISTRY[name] = factory
+    OBJECTIVES.register(name, factory)
 
 
 def objective_names() -> list[str]:
     """Registered objective names, sorted."""
-    return sorted(_REGISTRY)
+    return OBJECTIVES.names()
 
 
 def build_objective(config: LossSettings) -> Objective:
     """The objective ``config.objective`` names, built from ``config``."""
-    factory = _REGISTRY.get(config.objective)
-    if factory is None:
-        known = ", ".join(objective_names())
-        raise ConfigError(f"loss.objective: unknown {config.objective!r}; choose from {known}")
-    return factory(config)
+    return OBJECTIVES.get(config.objective)(config)
