@@ -24,19 +24,21 @@ import runs from the runner to an engine and none runs back (the cycle
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from dualview.errors import ConfigError
+from dualview.registry import Registry
 from dualview.synth.backends.base import BackendConfig, ChatBackend
 from dualview.synth.engine import Engine, EngineFactory, RunnerConfig
 
-# (name, backend kind or None for any) -> the factory, or its "module:attribute" path.
-_REGISTRY: dict[tuple[str, str | None], EngineFactory | str] = {
-    ("local", None): "dualview.synth.engines.local:LocalEngine",
-    ("ray", None): "dualview.synth.engines.ray:RayEngine",
-    ("ray", "vllm"): "dualview.synth.engines.ray_vllm:RayVLLMEngine",
-}
+#: ``runner.engine`` name -> factory (a class or its ``module:attribute`` path); a variant
+#: for one backend kind is registered as ``NAME/KIND``. Plugins: group ``dualview.engines``.
+ENGINES: Registry[EngineFactory] = Registry(
+    "engine", field="runner.engine", group="dualview.engines"
+)
+ENGINES.register("local", "dualview.synth.engines.local:LocalEngine")
+ENGINES.register("ray", "dualview.synth.engines.ray:RayEngine")
+ENGINES.register("ray/vllm", "dualview.synth.engines.ray_vllm:RayVLLMEngine")
 
 
 def register_engine(
@@ -45,24 +47,24 @@ def register_engine(
     """Make ``runner.engine: name`` build ``factory`` (a class or a ``module:attribute``
     path); with ``backend_kind``, only for backends of that kind. Replaces an earlier
     registration of the same name and kind."""
-    _REGISTRY[(name, backend_kind)] = factory
+    key = name if backend_kind is None else f"{name}/{backend_kind}"
+    ENGINES.register(key, factory, replace=True)
 
 
 def engine_names() -> list[str]:
     """The registered engine names, sorted."""
-    return sorted({name for name, _ in _REGISTRY})
+    return sorted({name.partition("/")[0] for name in ENGINES.names()})
 
 
 def engine_factory(name: str, backend_kind: str | None = None) -> EngineFactory:
     """The factory registered for ``name`` and ``backend_kind`` (else for ``name``)."""
-    entry = _REGISTRY.get((name, backend_kind)) or _REGISTRY.get((name, None))
-    if entry is None:
+    variant = f"{name}/{backend_kind}"
+    if backend_kind is not None and variant in ENGINES:
+        return ENGINES.get(variant)
+    if name not in ENGINES or "/" in name:
         known = ", ".join(engine_names())
-        raise ConfigError(f"runner.engine: unknown engine {name!r} (registered: {known})")
-    if isinstance(entry, str):
-        module, _, attribute = entry.partition(":")
-        entry = getattr(importlib.import_module(module), attribute)
-    return entry  # type: ignore[return-value]
+        raise ConfigError(f"runner.engine: unknown engine {name!r}; known: {known}")
+    return ENGINES.get(name)
 
 
 def build_engine(backend: BackendConfig, config: RunnerConfig, **hooks: Any) -> Engine:
