@@ -24,7 +24,7 @@ The groups are listed in ``docs/architecture.md`` ("Extending dualview").
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar, overload
 
@@ -41,15 +41,25 @@ class Registry(Generic[T]):
     """Entries of one kind by name (see the module docstring).
 
     ``what`` names the kind in messages ("benchmark"), ``field`` the config field or option
-    that takes the name ("loss.objective"), ``group`` the entry-point group plugins use.
+    that takes the name ("loss.objective"), ``group`` the entry-point group plugins use,
+    ``entries`` the built-in registrations.
     """
 
-    def __init__(self, what: str, *, field: str, group: str | None = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        *,
+        field: str,
+        group: str | None = None,
+        entries: Mapping[str, T | str] | None = None,
+    ) -> None:
         self.what = what
         self.field = field
         self.group = group
         self._entries: dict[str, T | str] = {}
         self._plugins_read = group is None
+        for name, entry in (entries or {}).items():
+            self.register(name, entry)
 
     @overload
     def register(self, name: str, entry: T | str, *, replace: bool = False) -> T | str: ...

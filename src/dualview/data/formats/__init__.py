@@ -2,7 +2,7 @@
 
 Each adapter module exposes ``read(path, **options) -> Iterator[Record]`` and/or
 ``write(records, path, **options) -> int``. `READERS` and `WRITERS` map the
-format names the CLI accepts to those functions.
+format names the CLI accepts to those functions (`dualview.registry.Registry`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 from dualview.data import jsonl
 from dualview.data.formats import beir, infir, parquet, promptriever, st, tevatron
 from dualview.data.schema import Record
-from dualview.errors import DualviewError
 from dualview.io.atomic import write_jsonl
+from dualview.registry import Registry
 
 Reader = Callable[..., Iterator[Record]]
 Writer = Callable[..., int]
@@ -29,31 +29,39 @@ def _write_native(records: Iterable[Record], path: str | Path) -> int:
     return write_jsonl(path, records)
 
 
-READERS: dict[str, Reader] = {
-    "dualview": _read_native,
-    "promptriever": promptriever.read,
-    "tevatron": tevatron.read,
-    "beir": beir.read,
-    "infir": infir.read,
-    "st": st.read,
-    "parquet": parquet.read,
-}
+#: ``--from`` format name -> reader; plugins: entry-point group ``dualview.readers``.
+READERS: Registry[Reader] = Registry(
+    "input format",
+    field="--from",
+    group="dualview.readers",
+    entries={
+        "dualview": _read_native,
+        "promptriever": promptriever.read,
+        "tevatron": tevatron.read,
+        "beir": beir.read,
+        "infir": infir.read,
+        "st": st.read,
+        "parquet": parquet.read,
+    },
+)
 
-WRITERS: dict[str, Writer] = {
-    "dualview": _write_native,
-    "tevatron": tevatron.write,
-    "st": st.write,
-    "parquet": parquet.write,
-}
+#: ``--to`` format name -> writer; plugins: entry-point group ``dualview.writers``.
+WRITERS: Registry[Writer] = Registry(
+    "output format",
+    field="--to",
+    group="dualview.writers",
+    entries={
+        "dualview": _write_native,
+        "tevatron": tevatron.write,
+        "st": st.write,
+        "parquet": parquet.write,
+    },
+)
 
 
 def get_reader(name: str) -> Reader:
-    if name not in READERS:
-        raise DualviewError(f"unknown input format {name!r}; choose from {sorted(READERS)}")
-    return READERS[name]
+    return READERS.get(name)
 
 
 def get_writer(name: str) -> Writer:
-    if name not in WRITERS:
-        raise DualviewError(f"unknown output format {name!r}; choose from {sorted(WRITERS)}")
-    return WRITERS[name]
+    return WRITERS.get(name)

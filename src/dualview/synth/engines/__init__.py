@@ -34,11 +34,15 @@ from dualview.synth.engine import Engine, EngineFactory, RunnerConfig
 #: ``runner.engine`` name -> factory (a class or its ``module:attribute`` path); a variant
 #: for one backend kind is registered as ``NAME/KIND``. Plugins: group ``dualview.engines``.
 ENGINES: Registry[EngineFactory] = Registry(
-    "engine", field="runner.engine", group="dualview.engines"
+    "engine",
+    field="runner.engine",
+    group="dualview.engines",
+    entries={
+        "local": "dualview.synth.engines.local:LocalEngine",
+        "ray": "dualview.synth.engines.ray:RayEngine",
+        "ray/vllm": "dualview.synth.engines.ray_vllm:RayVLLMEngine",
+    },
 )
-ENGINES.register("local", "dualview.synth.engines.local:LocalEngine")
-ENGINES.register("ray", "dualview.synth.engines.ray:RayEngine")
-ENGINES.register("ray/vllm", "dualview.synth.engines.ray_vllm:RayVLLMEngine")
 
 
 def register_engine(
