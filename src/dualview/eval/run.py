@@ -73,6 +73,9 @@ class Summary:
     benchmarks: list[str]
     values: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    #: ``results[model][benchmark]``: the whole result (what ``<model>/<benchmark>.json``
+    #: holds: metrics, per-query values, counts, model and data fingerprints, settings).
+    results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def rows(self) -> list[tuple[str, str, list[float | None]]]:
         """``(benchmark, metric, [value per model])``, metrics in first-seen order."""
@@ -134,16 +137,17 @@ def run_one(
     spec: str,
     bench: Benchmark,
     settings: EvalSettings,
-    out_path: Path,
+    out_path: Path | None,
 ) -> dict[str, Any]:
     """Evaluate one ranker (a model, or a reranker over a first stage) on one benchmark and
-    write its JSON (or reuse a matching one)."""
+    write its JSON (or reuse a matching one); with ``out_path`` None, only return it."""
     data_fp = bench.fingerprint()
     settings_dict = asdict(settings)
     record = ranker.record(bench)
-    old = _reusable(out_path, ranker.fingerprint(bench), data_fp, settings_dict, record)
-    if old is not None:
-        return old
+    if out_path is not None:
+        old = _reusable(out_path, ranker.fingerprint(bench), data_fp, settings_dict, record)
+        if old is not None:
+            return old
     ctx = ranker.context(
         query_template=settings.query_template,
         force_template=settings.force_template,
@@ -175,6 +179,8 @@ def run_one(
         "started_at": started,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    if out_path is None:
+        return payload
     with AtomicJsonlWriter(out_path) as writer:
         writer.write(payload)
     write_mteb_results(payload, out_path.parent.parent)  # OUT/mteb/<model>/... when mapped
@@ -184,7 +190,7 @@ def run_one(
 def evaluate(
     models: list[str],
     benchmarks: list[str],
-    out_dir: str | Path,
+    out_dir: str | Path | None,
     settings: EvalSettings | None = None,
     device: str | None = None,
     cache: bool = True,
@@ -201,17 +207,19 @@ def evaluate(
     of the model fingerprint, so results are only reused for the same one). ``rerank``:
     rerankers over a first stage (`RerankSettings`); each reranker over each first stage is a
     column ``<reranker>@<first stage>``, and with no reranker the first stage alone
-    (``models``, or ``bm25``) is evaluated.
+    (``models``, or ``bm25``) is evaluated. With ``out_dir`` None nothing is written (nor
+    reused): the results are only returned (`Summary.results`).
     """
     settings = settings or EvalSettings()
     rerank = rerank or RerankSettings()
     rerank.check(list(models))
-    out_dir = Path(out_dir)
-    check_result_folders(rerank.columns(list(models)), out_dir)
+    out_dir = None if out_dir is None else Path(out_dir)
+    check_result_folders(rerank.columns(list(models)), out_dir or Path("."))
     loaded = [(spec, spec_label(spec), load_benchmark(spec)) for spec in benchmarks]
     folders = [item for item in rerank.rerankers if isinstance(item, str)]
     read = [*models, *folders, *(data_path(spec) for spec in benchmarks)]
-    check_outputs([out_dir], read, replaced=False)  # results go beside the inputs, not in
+    if out_dir is not None:
+        check_outputs([out_dir], read, replaced=False)  # results go beside the inputs, not in
     summary = Summary(models=[], benchmarks=[label for _, label, _ in loaded])
     for first in rerank.first_stages(list(models)):
         encoder = None
@@ -231,15 +239,23 @@ def evaluate(
                 ranker.reranker_name = reranker_name(item)
             summary.models.append(ranker.name)
             for spec, label, bench in loaded:
-                path = out_dir / model_slug(ranker.name) / f"{label}.json"
+                path = _result_path(out_dir, ranker.name, label)
                 payload = run_one(ranker, spec, bench, settings, path)
                 summary.values.setdefault(ranker.name, {})[label] = payload["metrics"]
-                summary.files.append(path)
+                summary.results.setdefault(ranker.name, {})[label] = payload
+                if path is not None:
+                    summary.files.append(path)
             ranker.close()
         if encoder is not None:
             encoder.close()
-    write_summary(summary, out_dir)
+    if out_dir is not None:
+        write_summary(summary, out_dir)
     return summary
+
+
+def _result_path(out_dir: Path | None, model: str, label: str) -> Path | None:
+    """``OUT/<model>/<benchmark>.json``, or None when nothing is written."""
+    return None if out_dir is None else out_dir / model_slug(model) / f"{label}.json"
 
 
 def write_summary(summary: Summary, out_dir: Path) -> None:
