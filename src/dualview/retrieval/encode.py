@@ -179,7 +179,8 @@ class Encoder:
         cache: read and write the on-disk embedding cache.
         normalize: L2-normalize the returned vectors. ``None`` (default) normalizes when the
             model scores with cosine similarity, so that a dot product equals its score.
-        show_progress: draw a progress bar over chunks (still quiet off a terminal).
+        show_progress: show progress over the texts (`dualview.progress.track`: a bar on a
+            terminal when there is more than one chunk, periodic lines in a log).
         precision: ``"auto"`` (bf16 on CUDA, fp16 where bf16 is missing, fp32 on CPU),
             ``"fp32"``, ``"fp16"`` or ``"bf16"``: the weights and activations of the forward
             pass; the vectors are float32 either way. Part of `fingerprint`.
@@ -340,8 +341,9 @@ class Encoder:
         texts = [todo[k] for k in order]
         started = time.perf_counter()
         chunks = self._run(texts, prompt)
-        total = sum(-(-(b - a) // CHUNK_SIZE) for a, b in self._shares(texts))
-        steps = track(chunks, description, total) if self.show_progress and total > 1 else chunks
+        steps = chunks
+        if self.show_progress:
+            steps = track(chunks, description, len(texts), size=_chunk_rows, bar_above=CHUNK_SIZE)
         try:
             for start, vectors, stats in steps:
                 chunk = order[start : start + len(vectors)]
@@ -428,6 +430,11 @@ def _same_inputs(model: Any, tokens: Any, texts: list[str], prompt: str) -> dict
         for ids, mask, own, own_mask in rows
     )
     return extra if same else None
+
+
+def _chunk_rows(step: tuple[int, np.ndarray, EncodeStats]) -> int:
+    """Texts in one encoded chunk (the progress's unit)."""
+    return len(step[1])
 
 
 def _load_head(name: str) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,7 +76,8 @@ class CachedReranker:
         reranker: the model.
         batch_size: pairs per forward pass (passed to ``reranker.score``).
         cache: read and write the score cache.
-        show_progress: a progress bar over chunks when there is more than one.
+        show_progress: progress over the pairs scored (`dualview.progress.track`: a bar on a
+            terminal when there is more than one chunk, periodic lines in a log).
     """
 
     def __init__(
@@ -125,7 +126,15 @@ class CachedReranker:
         """Score ``key -> triple`` longest first, one chunk at a time, caching each chunk."""
         order = sorted(todo, key=lambda k: sum(len(p) for p in todo[k]), reverse=True)
         starts = range(0, len(order), CHUNK_SIZE)
-        steps = track(starts, "reranking") if self.show_progress and len(starts) > 1 else starts
+        steps: Iterable[int] = starts
+        if self.show_progress:
+            steps = track(
+                starts,
+                "reranking",
+                len(order),
+                size=lambda start: min(CHUNK_SIZE, len(order) - start),
+                bar_above=CHUNK_SIZE,
+            )
         out: dict[str, float] = {}
         for start in steps:
             chunk = order[start : start + CHUNK_SIZE]

@@ -6,7 +6,8 @@ normalizes them for cosine models, so the dot product is the model's own score.
 - `topk`: the ``k`` best documents of every query over the whole corpus. ``backend``
   ``"torch"`` is exact and chunked over queries and documents (memory stays bounded);
   ``"faiss"`` uses an exact inner-product index (``IndexFlatIP``), faster on large corpora;
-  ``"auto"`` picks FAISS from `FAISS_MIN_DOCS` documents on when it is installed.
+  ``"auto"`` picks FAISS from `FAISS_MIN_DOCS` documents on when it is installed. The torch
+  search reports its progress over the queries (`dualview.progress.track`).
 - `rerank`: scores of given candidate lists (reranking benchmarks such as FollowIR).
 - `topk_run` / `rerank_run`: the same with ids, returning a *run*
   ``{query_id: {doc_id: score}}`` as pytrec_eval and `dualview.eval.metrics` take it.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from dualview.errors import DualviewError
+from dualview.progress import track
 from dualview.resources import optional_import
 
 if TYPE_CHECKING:  # torch is imported where it is used, so the CLI starts fast
@@ -108,8 +110,16 @@ def _topk_torch(
 
     q_all, d_all = _as_tensor(queries), _as_tensor(docs)
     scores_out, index_out = [], []
+    n = q_all.shape[0]
+    blocks = track(
+        range(0, n, query_chunk),
+        "searching",
+        n,
+        size=lambda start: min(query_chunk, n - start),
+        bar_above=query_chunk,
+    )
     with torch.inference_mode():
-        for qs in range(0, q_all.shape[0], query_chunk):
+        for qs in blocks:
             q = q_all[qs : qs + query_chunk]
             best_s = torch.full((q.shape[0], 0), float("-inf"))
             best_i = torch.zeros((q.shape[0], 0), dtype=torch.long)
