@@ -24,7 +24,9 @@ The first ``num_negatives`` survivors (best first) are written as ``hard_negativ
 (``replace``) or after the existing ones (``append``); their scores go to
 ``meta.mined_scores`` and the positive score to ``meta.mined_positive_score``. With
 ``select`` set, negative selection (`dualview.data.negatives`) runs on the result, so
-the output is directly a training file. Records stream in chunks of ``records_per_chunk``.
+the output is directly a training file. Records stream in chunks of ``records_per_chunk``;
+progress (`dualview.progress`) follows the records, and within a chunk the encoding and
+the search.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from dualview.data.schema import Document, Record, content_id
 from dualview.errors import DataError
 from dualview.io.atomic import AtomicJsonlWriter
 from dualview.models.config import QueryTemplate
+from dualview.progress import track
 from dualview.retrieval.text import doc_text
 
 
@@ -224,7 +227,9 @@ class Miner:
     def _positive_scores(self, records: Sequence[Record], queries: np.ndarray) -> np.ndarray:
         """Each record's lowest positive score (the conservative end of the margin)."""
         texts = [doc_text(d) for r in records for d in r.positives]
-        emb = self.encoder.encode(texts, prompt=self.config.document_prompt, description="pos")
+        emb = self.encoder.encode(
+            texts, prompt=self.config.document_prompt, description="positives"
+        )
         out, row = np.zeros(len(records), dtype=np.float32), 0
         for i, record in enumerate(records):
             block = emb[row : row + len(record.positives)]
@@ -258,10 +263,16 @@ class Miner:
 
 def known_positives_of(path: str | Path) -> KnownPositives:
     """Family positives of every record in ``path`` (one streaming pass, ids only)."""
-    known = KnownPositives()
+    return _known_and_count(path)[0]
+
+
+def _known_and_count(path: str | Path) -> tuple[KnownPositives, int]:
+    """`known_positives_of` and the number of records (the progress's total), in one pass."""
+    known, count = KnownPositives(), 0
     for record in iter_records(path):
         known.add_record(record)
-    return known
+        count += 1
+    return known, count
 
 
 @dataclass
@@ -300,11 +311,12 @@ def mine_file(
     docs = load_corpus_documents(corpus) if corpus else documents_of(records_path)
     source = _corpus_source(corpus, records_path)
     miner = Miner(encoder, encode_corpus(encoder, docs, config, source), config)
-    known = known_positives_of(records_path)
+    known, count = _known_and_count(records_path)
+    chunks = track(_chunks(records_path, config.records_per_chunk), "mining", count, len)
     selection = SelectionStats()
     written: Counter = Counter()
     with AtomicJsonlWriter(out) as writer:
-        for chunk in _chunks(records_path, config.records_per_chunk):
+        for chunk in chunks:
             for record in miner.mine(chunk, known):
                 final = _select(record, config, known, selection)
                 if final is not None:
