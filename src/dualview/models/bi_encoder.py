@@ -36,10 +36,10 @@ from dualview.models.decoder import add_lora, configure_tokenizer, export_backbo
 from dualview.models.pooling import ST_POOLING, pool
 from dualview.models.pretrained import from_pretrained
 from dualview.models.saved import (
-    INTERACTION_HEADS,
     MODEL_INFO_FILE,
     TRAIN_CONFIG_FILE,
     TRAIN_MANIFEST_FILE,
+    head_class,
 )
 from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, tokenize_texts
 
@@ -73,7 +73,7 @@ class BiEncoder(nn.Module):
         if config.unpadded:
             unpadded.enable(self.backbone)
         self.head = None  # an interaction head (dualview.models.interaction), else concat
-        head = INTERACTION_HEADS.get(config.interaction)
+        head = head_class(config.interaction)
         if head is not None:
             self.head = head(self.dim, config.pooling)
 

@@ -28,6 +28,7 @@ from dualview.io.files import read_json_file
 from dualview.models.instruction_attention import InstructionAttention
 from dualview.models.interaction import InstructionQueryAttention, has_head
 from dualview.models.reranker import RERANKER_FILE, reranker_kind
+from dualview.registry import Registry
 
 MODEL_INFO_FILE = "dualview_model.json"
 TRAIN_CONFIG_FILE = "dualview_train.yaml"
@@ -93,14 +94,26 @@ def interaction_of(folder: str | Path) -> str:
     return str(declared or "concat")
 
 
-#: The head class of each interaction that has one (``concat`` has none).
-INTERACTION_HEADS: dict[str, type[InstructionQueryAttention] | type[InstructionAttention]] = {
-    "cross_attention": InstructionQueryAttention,
-    "instruction_attention": InstructionAttention,
-}
+#: The head class of each interaction that has one (``concat`` has none); plugins: entry-point
+#: group ``dualview.interaction_heads``.
+HeadClass = type[InstructionQueryAttention] | type[InstructionAttention]
+INTERACTION_HEADS: Registry[HeadClass] = Registry(
+    "interaction head",
+    field="model.interaction",
+    group="dualview.interaction_heads",
+    entries={
+        "cross_attention": InstructionQueryAttention,
+        "instruction_attention": InstructionAttention,
+    },
+)
+
+
+def head_class(interaction: str) -> HeadClass | None:
+    """The head class of ``interaction``, or None for one that has no head (``concat``)."""
+    return INTERACTION_HEADS.get(interaction) if interaction in INTERACTION_HEADS else None
 
 
 def load_interaction_head(folder: str | Path) -> nn.Module | None:
     """The interaction head of a saved model, or None for a concatenation model."""
-    head = INTERACTION_HEADS.get(interaction_of(folder))
+    head = head_class(interaction_of(folder))
     return None if head is None else head.load(folder)

@@ -13,7 +13,8 @@ step has no branch on the interaction:
   groups plus the token states of the distinct instructions and bare queries; the head adds
   its gated term to each concatenation embedding (``queries``, and ``cross`` pair by pair).
 
-A new interaction is one `QueryEncoding` subclass registered in `QUERY_ENCODINGS`.
+A new interaction is one `QueryEncoding` subclass registered in `QUERY_ENCODINGS` (a
+`dualview.registry.Registry`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 
 from dualview.models.bi_encoder import BiEncoder, TextKind
 from dualview.models.interaction import pair_index
+from dualview.registry import Registry
 from dualview.train.batching import Batch
 
 TextGroups = dict[str, tuple[list[str], TextKind]]
@@ -126,13 +128,19 @@ class InstructionAttentionQueries(CrossAttentionQueries):
         return encoded[group]
 
 
-QUERY_ENCODINGS: dict[str, QueryEncoding] = {
-    "concat": ConcatQueries(),
-    "cross_attention": CrossAttentionQueries(),
-    "instruction_attention": InstructionAttentionQueries(),
-}
+#: ``model.interaction`` -> its query encoding; plugins: group ``dualview.query_encodings``.
+QUERY_ENCODINGS: Registry[QueryEncoding] = Registry(
+    "query encoding",
+    field="model.interaction",
+    group="dualview.query_encodings",
+    entries={
+        "concat": ConcatQueries(),
+        "cross_attention": CrossAttentionQueries(),
+        "instruction_attention": InstructionAttentionQueries(),
+    },
+)
 
 
 def query_encoding(interaction: str) -> QueryEncoding:
     """The encoding of a model's ``interaction``."""
-    return QUERY_ENCODINGS[interaction]
+    return QUERY_ENCODINGS.get(interaction)
