@@ -27,7 +27,7 @@ from tests.review_fixtures import write_dv_file
 ORIG = FIXTURES / "synth" / "orig.jsonl"
 BEIR = FIXTURES / "formats" / "beir-mini"
 PAIRED = FIXTURES / "eval" / "paired"
-LLM = ["--backend", "openai", "--model", "stub", "--base-url"]
+LLM = ["--llm-backend", "openai", "--model", "stub", "--base-url"]
 
 
 def invoke(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
@@ -81,21 +81,48 @@ def _verdicts(root: Path) -> Path:
 def _cases():
     def synth_cache_is_input(root):
         src = _records(root)
-        return ["synth", str(src), str(root / "o.jsonl"), *LLM, "{URL}", "--cache", str(src)], src
+        return [
+            "reverse",
+            str(src),
+            "-o",
+            str(root / "o.jsonl"),
+            *LLM,
+            "{URL}",
+            "--llm-cache",
+            str(src),
+        ], src
 
     def synth_cache_is_link(root):
         src = _records(root)
         link = _link(root, src)
-        return ["synth", str(src), str(root / "o.jsonl"), *LLM, "{URL}", "--cache", str(link)], link
+        return [
+            "reverse",
+            str(src),
+            "-o",
+            str(root / "o.jsonl"),
+            *LLM,
+            "{URL}",
+            "--llm-cache",
+            str(link),
+        ], link
 
     def synth_cache_is_output(root):
         src, out = _records(root), root / "o.jsonl"
-        return ["seed", str(src), str(out), *LLM, "{URL}", "--cache", str(out)], out
+        return ["seed", str(src), "-o", str(out), *LLM, "{URL}", "--llm-cache", str(out)], out
 
     def synth_config_is_output(root):
         src, config = _records(root), root / "job.yaml"
         config.write_text("runner: {concurrency: 2}\n")
-        return ["synth", str(src), str(config), *LLM, "{URL}", "--config", str(config)], config
+        return [
+            "reverse",
+            str(src),
+            "-o",
+            str(config),
+            *LLM,
+            "{URL}",
+            "--config",
+            str(config),
+        ], config
 
     def synth_merge_into_a_shard(root):
         from dualview.synth.jobs import load_job, run_job
@@ -108,7 +135,7 @@ def _cases():
                 f"backend.base_url={server.base_url}",
             ]
             run_job("reverse", load_job("reverse", None, sets), src, shard)
-        return ["synth-merge", str(shard), str(shard)], shard
+        return ["synth-merge", str(shard), "-o", str(shard)], shard
 
     def mine_out_is_input(root):
         from tests.train_tiny import make_tiny_encoder
@@ -138,12 +165,12 @@ def _cases():
 
     def convert_out_is_input(root):
         src = _records(root)
-        return ["data", "convert", str(src), str(src)], src
+        return ["data", "convert", str(src), "-o", str(src)], src
 
     def convert_out_in_beir_folder(root):
         folder = _beir(root)
         out = folder / "corpus.jsonl"
-        return ["data", "convert", str(folder), str(out), "--from", "beir"], out
+        return ["data", "convert", str(folder), "-o", str(out), "--from", "beir"], out
 
     def validate_rejects_is_input(root):
         src = _records(root)
@@ -151,23 +178,31 @@ def _cases():
 
     def split_beir_into_source(root):
         folder = _beir(root)
-        return ["data", "split-beir", str(folder), str(folder), str(root / "b"), "--n", "1"], folder
+        return [
+            "data",
+            "split-beir",
+            str(folder),
+            str(folder),
+            str(root / "b"),
+            "--size",
+            "1",
+        ], folder
 
     def export_out_is_input(root):
         src = _records(root)
-        return ["export", str(src), str(src)], src
+        return ["export", str(src), "-o", str(src)], src
 
     def export_folder_holds_input(root):
         src = _records(root)
-        return ["export", str(src), str(root), "--to", "hf"], root
+        return ["export", str(src), "-o", str(root), "--to", "hf"], root
 
     def review_stats_json_is_input(root):
         verdicts = _verdicts(root)
-        return ["review", "stats", str(verdicts), "--json", str(verdicts)], verdicts
+        return ["review", "stats", str(verdicts), "--out", str(verdicts)], verdicts
 
     def review_export_out_is_input(root):
         data = write_dv_file(root / "dv.jsonl", {"law": 2})
-        return ["review", "export", str(data), "--out", str(data), "--n", "2"], data
+        return ["review", "export", str(data), "--out", str(data), "--size", "2"], data
 
     def eval_out_is_benchmark(root):
         folder = root / "paired"
@@ -234,7 +269,7 @@ def test_two_models_that_clean_to_one_result_folder_are_refused(
     out = tmp_path / "e"
     monkeypatch.chdir(tmp_path)
     argv = ["eval", "bi-run/model", "bi-run_model", "-b", f"paired={PAIRED}", "-o", str(out)]
-    code, err = invoke([*argv, "--no-cache"], capsys)
+    code, err = invoke([*argv, "--no-embedding-cache"], capsys)
     assert code == 2 and err.startswith(f"error: {out / 'bi-run_model'}: "), err
     assert "'bi-run/model' and model 'bi-run_model' would share" in err
     assert not out.exists()
@@ -271,7 +306,9 @@ FAST = ["--set", "backend.max_retries=0", "--set", "backend.retry_base_s=0.01"]
 def test_a_synth_run_whose_every_unit_failed_exits_non_zero(tmp_path, capsys) -> None:
     src, out = _records(tmp_path), tmp_path / "o.jsonl"
     with StubServer(_failing) as server:
-        code, err = invoke(["synth", str(src), str(out), *LLM, server.base_url, *FAST], capsys)
+        code, err = invoke(
+            ["reverse", str(src), "-o", str(out), *LLM, server.base_url, *FAST], capsys
+        )
     stats = json.loads(Path(f"{out}.stats.json").read_text())  # written all the same
     errors, units = stats["outcomes"]["error"], stats["units"]
     assert code == 1 and errors > 0 and stats["outcomes"]["ok"] == 0, err
@@ -283,7 +320,7 @@ def test_a_synth_run_whose_every_unit_failed_exits_non_zero(tmp_path, capsys) ->
 def test_the_error_share_a_job_tolerates_is_configurable(tmp_path, capsys) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
     write_jsonl(src, [make_record(f"r{i}", "plain", query=f"query {i}") for i in range(4)])
-    argv = ["seed", str(src), str(out), *LLM, "{URL}", *FAST]
+    argv = ["seed", str(src), "-o", str(out), *LLM, "{URL}", *FAST]
     with StubServer(_half_failing) as server:
         argv = [a.replace("{URL}", server.base_url) for a in argv]
         default, _ = invoke(argv, capsys)  # some answered: within the default share
@@ -409,7 +446,9 @@ def test_a_lone_surrogate_in_a_server_reply_is_replaced_and_the_job_finishes(
     reason in the dropped file (before: writing the cache stopped synth with an error)."""
     src, out = _records(tmp_path), tmp_path / "o.jsonl"
     with StubServer(_surrogate_reply) as server:
-        code, err = invoke(["synth", str(src), str(out), *LLM, server.base_url, *FAST], capsys)
+        code, err = invoke(
+            ["reverse", str(src), "-o", str(out), *LLM, server.base_url, *FAST], capsys
+        )
     assert code == 0, err
     dropped_text = Path(f"{out}.dropped.jsonl").read_text(encoding="utf-8")
     dropped = [json.loads(line) for line in dropped_text.splitlines()]

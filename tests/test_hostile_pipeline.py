@@ -219,8 +219,9 @@ def test_price_must_be_two_finite_non_negative_numbers(price: str) -> None:
 )
 def test_estimate_refuses_non_finite_figures(tmp_path: Path, flags: list[str]) -> None:
     out = tmp_path / "dv.jsonl"
-    result = run_cli("synth", str(ORIG), str(out), "--backend", "openai", "--model", "none",
-                     "--base-url", "http://127.0.0.1:9/v1", "--estimate", *flags)  # fmt: skip
+    result = run_cli("reverse", str(ORIG), "-o", str(out), "--llm-backend", "openai",
+                     "--model", "none", "--base-url", "http://127.0.0.1:9/v1", "--estimate",
+                     *flags)  # fmt: skip
     line = _one_error_line(result)
     assert line.startswith(f"error: {flags[0]} ") and "finite" in line
     assert "nan" not in result.stdout and "inf" not in result.stdout

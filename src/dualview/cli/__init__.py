@@ -20,10 +20,13 @@ from dualview.cli import review as review_cli
 from dualview.cli import run as run_cli
 from dualview.cli import synth as synth_cli
 from dualview.cli import train as train_cli
+from dualview.cli.vocabulary import VocabularyGroup
 from dualview.errors import DualviewError, input_error
 from dualview.progress import progress_enabled, quiet_library_bars
 
 app = typer.Typer(
+    cls=VocabularyGroup,  # old flag spellings (with a warning), readable help
+    rich_markup_mode=None,  # plain click help: wraps at any width, never cuts a name
     name="dualview",
     help="Instruction-following retrieval: dual-view data, training, evaluation.",
     no_args_is_help=True,

@@ -25,9 +25,11 @@ def _shots(text: str) -> list[int]:
 
 
 def bench_synth(
-    out: Annotated[Path, typer.Option("--out", help="Folder for results, caches and inputs.")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for results, caches and inputs.")
+    ],
     config: Annotated[Path | None, typer.Option("--config", help="Benchmark YAML.")] = None,
-    backend: options.Backend = None,
+    backend: options.LlmBackend = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     api_key_env: options.ApiKeyEnv = None,

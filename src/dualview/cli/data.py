@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dualview.cli.vocabulary import VocabularyGroup
 from dualview.data import formats
 from dualview.data.jsonl import RejectLog
 from dualview.data.stats import Tokenizer, compute_stats, hf_token_counter, whitespace_tokens
@@ -17,7 +18,12 @@ from dualview.io.paths import check_outputs
 from dualview.models.pretrained import from_pretrained
 from dualview.progress import track
 
-data_app = typer.Typer(help="Convert, validate and describe datasets.", no_args_is_help=True)
+data_app = typer.Typer(
+    cls=VocabularyGroup,
+    rich_markup_mode=None,
+    help="Convert, validate and describe datasets.",
+    no_args_is_help=True,
+)
 console = Console(stderr=True)
 
 SkipInvalid = Annotated[
@@ -27,7 +33,9 @@ Rejects = Annotated[
     Path | None,
     typer.Option(help="Rejects file for --skip-invalid (default: OUT/FILE + .rejects.jsonl)."),
 ]
-InFormat = Annotated[str, typer.Option("--from", help=f"Input format: {sorted(formats.READERS)}")]
+InFormat = Annotated[
+    str, typer.Option("--from", help=f"Input format: {', '.join(sorted(formats.READERS))}.")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -49,10 +57,10 @@ def _report_rejects(rejects: RejectLog) -> None:
 @data_app.command()
 def convert(
     source: Annotated[Path, typer.Argument(help="Input file or folder (BEIR).")],
-    out: Annotated[Path, typer.Argument(help="Output file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output file.")],
     from_format: InFormat = "dualview",
     to_format: Annotated[
-        str, typer.Option("--to", help=f"Output format: {sorted(formats.WRITERS)}")
+        str, typer.Option("--to", help=f"Output format: {', '.join(sorted(formats.WRITERS))}.")
     ] = "dualview",
     skip_invalid: SkipInvalid = False,
     rejects_path: Rejects = None,
@@ -149,7 +157,7 @@ def split_beir_command(
     source: Annotated[Path, typer.Argument(help="BEIR folder to split by query.")],
     first: Annotated[Path, typer.Argument(help="Folder for the first N queries.")],
     rest: Annotated[Path, typer.Argument(help="Folder for the remaining queries.")],
-    n_first: Annotated[int, typer.Option("--n", help="Queries in the first folder.")],
+    n_first: Annotated[int, typer.Option("--size", help="Queries in the first folder.")],
     seed: Annotated[
         int | None, typer.Option(help="Shuffle queries with this seed (default: qrels order).")
     ] = None,

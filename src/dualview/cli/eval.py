@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dualview.cli.options import Devices, Precision, split_devices
+from dualview.cli.options import Device, Devices, Precision, split_devices
 from dualview.errors import ConfigError
 from dualview.eval.benchmarks import BENCHMARKS
 from dualview.eval.benchmarks.base import FIRST_STAGES
@@ -43,7 +43,7 @@ def eval_command(
         typer.Option(
             "--benchmarks",
             "-b",
-            help=f"KIND[:SUBSET,...][=PATH], repeatable; KIND in {sorted(BENCHMARKS)}. "
+            help=f"KIND[:SUBSET,...][=PATH], repeatable; KIND: {', '.join(sorted(BENCHMARKS))}. "
             "Without =PATH the data is fetched from the Hugging Face Hub.",
         ),
     ],
@@ -56,9 +56,7 @@ def eval_command(
         ),
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
-    device: Annotated[
-        str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: auto).")
-    ] = None,
+    device: Device = None,
     query_template: Annotated[
         str, typer.Option(help="How query and instruction are joined.")
     ] = "{query} {instruction}",
@@ -68,9 +66,15 @@ def eval_command(
     ] = False,
     query_prompt: Annotated[str | None, typer.Option(help="Literal prompt before queries.")] = None,
     doc_prompt: Annotated[str | None, typer.Option(help="Literal prompt before documents.")] = None,
-    backend: Annotated[str, typer.Option(help="Search backend: auto, torch, faiss.")] = "auto",
+    backend: Annotated[
+        str, typer.Option("--search-backend", help="Search backend: auto, torch, faiss.")
+    ] = "auto",
     cache: Annotated[
-        bool, typer.Option(help="Use the on-disk embedding and reranker score caches.")
+        bool,
+        typer.Option(
+            "--embedding-cache/--no-embedding-cache",
+            help="Use the on-disk embedding and reranker score caches.",
+        ),
     ] = True,
     precision: Precision = "auto",
     devices: Devices = None,

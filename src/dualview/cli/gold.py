@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 def gold_build(
     source: SourceDir = gold.SOURCE_DIR,
     out: Annotated[
-        Path, typer.Option(help="Folder for train/test/counts/CARD.md.")
+        Path, typer.Option("--out", "-o", help="Folder for train/test/counts/CARD.md.")
     ] = gold.GOLD_DIR,
     n_hard: Annotated[int, typer.Option(help="Hard negatives per record (>= 2).")] = (
         gold.DEFAULT_N_HARD

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from dualview.cli.options import Devices, Precision, split_devices
+from dualview.cli.options import Device, Devices, Limit, Precision, split_devices
 from dualview.config import apply_overrides, read_yaml, validate_config
 from dualview.data.export import EXPORT_FORMATS, export
 from dualview.data.manifest import manifest_path
@@ -89,7 +89,9 @@ def mine(
     config: Annotated[Path | None, typer.Option(help="Mining YAML (MineConfig).")] = None,
     model: Annotated[str | None, typer.Option(help="sentence-transformers model.")] = None,
     precision: Precision = None,
+    device: Device = None,
     devices: Devices = None,
+    limit: Limit = None,
     sets: Overrides = None,
 ) -> None:
     """Mine hard negatives with false-negative protection; writes OUT and OUT.manifest.json."""
@@ -100,20 +102,25 @@ def mine(
         data["model"] = model
     if precision:
         data["precision"] = precision
+    if device:
+        data["device"] = device
     if split_devices(devices):
         data["devices"] = split_devices(devices)
     mine_config = validate_config(
         MineConfig, apply_overrides(data, sets or []), str(config or "mine options")
     )
     check_outputs([out, manifest_path(out)], [records, manifest_path(records), corpus, config])
-    result = mine_file(records, out, mine_config, corpus=corpus)
+    result = mine_file(records, out, mine_config, corpus=corpus, limit=limit)
     console.print(json.dumps(result.stats, indent=2))
     console.print(f"wrote {result.records:,} records to {out}; manifest {out}.manifest.json")
 
 
 def export_cmd(
     source: Annotated[Path, typer.Argument(help="Training file (records JSONL).")],
-    out: Annotated[Path, typer.Argument(help="Output file (Parquet) or folder (hf, hf-st).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output file (Parquet) or folder (hf, hf-st)."),
+    ],
     to: Annotated[
         str, typer.Option("--to", help=f"One of {', '.join(EXPORT_FORMATS)}, hub-dataset.")
     ] = "parquet",

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from dualview.synth.estimate import Prices, parse_price, parse_tokens_per_s
 
-Backend = Annotated[str | None, typer.Option(help="openai | local | vllm")]
+LlmBackend = Annotated[
+    str | None, typer.Option("--llm-backend", help="The LLM's backend: openai | local | vllm.")
+]
+LlmCache = Annotated[
+    Path | None,
+    typer.Option("--llm-cache", help="LLM answer cache file (default OUT.cache.jsonl)."),
+]
+Limit = Annotated[
+    int | None,
+    typer.Option(
+        "--limit", min=1, metavar="N", help="Read only the first N input records (a quick try)."
+    ),
+]
 Model = Annotated[str | None, typer.Option(help="Model name or local path.")]
 BaseUrl = Annotated[
     list[str] | None,
@@ -34,11 +47,15 @@ Precision = Annotated[
         "precision) | fp16 | bf16. Part of the model fingerprint: cached vectors never mix."
     ),
 ]
+Device = Annotated[
+    str | None, typer.Option(help="One device: cpu, cuda, cuda:1 ... (default: auto).")
+]
 Devices = Annotated[
     str | None,
     typer.Option(
         help="Encode on several devices at once, one process each: cuda:0,cuda:1 "
-        "(instead of --device)."
+        "(replaces --device).",
+        metavar="DEVICE,DEVICE",
     ),
 ]
 

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
 
+from dualview.cli.vocabulary import VocabularyGroup
 from dualview.errors import ConfigError
 from dualview.io.paths import check_outputs
 from dualview.resources import require_extra
@@ -17,17 +17,18 @@ from dualview.resources import require_extra
 console = Console(stderr=True)
 
 
-class _ServeByDefault(TyperGroup):
+class _ServeByDefault(VocabularyGroup):
     """``dualview review SOURCE`` means ``dualview review serve SOURCE``."""
 
     def resolve_command(self, ctx, args):  # type: ignore[no-untyped-def]
         if args and args[0] not in self.commands and not args[0].startswith("-"):
-            return "serve", self.commands["serve"], args
+            args = ["serve", *args]
         return super().resolve_command(ctx, args)
 
 
 review_app = typer.Typer(
     cls=_ServeByDefault,
+    rich_markup_mode=None,
     no_args_is_help=True,
     help="Human validation of dual views: `review SOURCE` serves the page, `review stats "
     "VERDICTS` summarizes verdicts.",
@@ -40,7 +41,7 @@ Source = Annotated[
         help="A record file (its dv records), a run folder, or gold:train / gold:test.",
     ),
 ]
-Size = Annotated[int, typer.Option("--n", help="Items in the stratified sample.")]
+Size = Annotated[int, typer.Option("--size", help="Items in the stratified sample.")]
 Seed = Annotated[int, typer.Option(help="Sampling seed.")]
 Stratify = Annotated[
     str, typer.Option(help="meta key to stratify by; auto = domain, else source; none.")
@@ -107,7 +108,9 @@ def serve(
 def stats(
     verdicts: Annotated[Path, typer.Argument(help="A verdict file (JSONL).")],
     reviewer: Annotated[str | None, typer.Option(help="Only this reviewer's verdicts.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Also write the summary as JSON here.")
+    ] = None,
 ) -> None:
     """Inversion accuracy (Wilson 95% CI), failure modes, judge-vs-human kappa."""
     from dualview.io.atomic import atomic_write_json
@@ -124,7 +127,7 @@ def stats(
 
 def export(
     source: Source,
-    out: Annotated[Path, typer.Option("--out", help="Markdown file to write.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Markdown file to write.")],
     n: Size = 100,
     seed: Seed = 0,
     stratify: Stratify = "auto",

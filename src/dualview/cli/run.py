@@ -125,7 +125,7 @@ def report(
         ),
     ],
     out: Annotated[
-        Path | None, typer.Option(help="Output folder (default RUN_DIR/report).")
+        Path | None, typer.Option("--out", "-o", help="Output folder (default RUN_DIR/report).")
     ] = None,
     compare: Annotated[
         list[str] | None,

@@ -1,4 +1,7 @@
-"""``dualview seed | synth | poison | verify IN OUT`` and ``dualview synth-merge``."""
+"""``dualview seed | reverse | poison | verify IN -o OUT`` and ``dualview synth-merge``.
+
+Each command is named after its LLM task (`dualview.synth.jobs.TASKS`); ``synth`` is the old
+name of ``reverse`` (`dualview.cli.vocabulary`)."""
 
 from __future__ import annotations
 
@@ -21,27 +24,28 @@ console = Console(stderr=True)
 
 HELP = {
     "seed": "Write instructions and instruction negatives for plain (query, positive) records.",
-    "synth": "Dual-view polarity reversal: one dv record per orig record with an instruction "
+    "reverse": "Dual-view polarity reversal: one dv record per orig record with an instruction "
     "negative.",
     "poison": "InF-IR poisoning: changed instruction and query, three records per input.",
     "verify": "Multiple-choice LLM judge: keep units whose intended passages win; swap accuracy.",
 }
-TASK_OF = {"seed": "seed", "synth": "reverse", "poison": "poison", "verify": "verify"}
+TASKS = ("seed", "reverse", "poison", "verify")  # command name = task name
 
 
-def _command(command: str):
-    task_name = TASK_OF[command]
-
+def _command(task_name: str):
     def run(
         source: Annotated[Path, typer.Argument(help="Input records (or BEIR folder with --from).")],
         out: Annotated[
             Path,
-            typer.Argument(
-                help="Output JSONL (also OUT.dropped.jsonl, OUT.stats.json, OUT.cache.jsonl)."
+            typer.Option(
+                "--out",
+                "-o",
+                help="Output JSONL (also OUT.dropped.jsonl, OUT.stats.json, OUT.cache.jsonl).",
             ),
         ],
         config: Annotated[Path | None, typer.Option("--config", help="Job YAML.")] = None,
-        backend: options.Backend = None,
+        limit: options.Limit = None,
+        backend: options.LlmBackend = None,
         model: options.Model = None,
         base_url: options.BaseUrl = None,
         api_key_env: options.ApiKeyEnv = None,
@@ -49,9 +53,7 @@ def _command(command: str):
         rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = None,
         tpm: Annotated[float | None, typer.Option(help="Tokens per minute limit.")] = None,
         shard: Annotated[str | None, typer.Option(help="i/n: run one of n input blocks.")] = None,
-        cache: Annotated[
-            Path | None, typer.Option(help="Cache file (default OUT.cache.jsonl).")
-        ] = None,
+        cache: options.LlmCache = None,
         from_format: Annotated[str, typer.Option("--from", help="Input format.")] = "dualview",
         engine: options.Engine = None,
         ray_address: options.RayAddress = None,
@@ -76,13 +78,14 @@ def _command(command: str):
         items = flag_overrides(flags)
         job = load_job(task_name, config, items + list(overrides or []))
         if estimate:
-            figures = finish(estimate_job(task_name, job, source, from_format), price, tokens_per_s)
+            cost = estimate_job(task_name, job, source, from_format, limit=limit)
+            figures = finish(cost, price, tokens_per_s)
             typer.echo("\n".join(figures.lines()))
             return
-        stats = run_job(task_name, job, source, out, from_format, read=[config])
+        stats = run_job(task_name, job, source, out, from_format, read=[config], limit=limit)
         _report(stats, out)
 
-    run.__doc__ = HELP[command]
+    run.__doc__ = HELP[task_name]
     return run
 
 
@@ -96,8 +99,8 @@ def _report(stats: dict, out: Path) -> None:
 
 
 def merge(
-    out: Annotated[Path, typer.Argument(help="Merged output JSONL.")],
     shards: Annotated[list[Path], typer.Argument(help="The OUT file of every shard run.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Merged output JSONL.")],
 ) -> None:
     """Check that every shard is complete and consistent, then concatenate in input order."""
     check_outputs(result_files(out), [f for shard in shards for f in result_files(shard)])
@@ -106,6 +109,7 @@ def merge(
 
 
 def register(app: typer.Typer) -> None:
-    for command in TASK_OF:
-        app.command(name=command, help=HELP[command])(_command(command))
+    for task_name in TASKS:
+        app.command(name=task_name, help=HELP[task_name])(_command(task_name))
+    app.command(name="synth", help=HELP["reverse"], hidden=True)(_command("reverse"))  # old name
     app.command(name="synth-merge")(merge)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,9 +205,9 @@ def _mined_record(record: Record, mined: list[tuple[Document, float]], pos: floa
     return record.model_copy(update={"hard_negatives": hard, "meta": meta})
 
 
-def _chunks(path: str | Path, size: int) -> Iterator[list[Record]]:
+def _chunks(path: str | Path, size: int, limit: int | None = None) -> Iterator[list[Record]]:
     chunk: list[Record] = []
-    for record in iter_records(path):
+    for record in islice(iter_records(path), limit):
         chunk.append(record)
         if len(chunk) == size:
             yield chunk
@@ -302,8 +303,11 @@ def mine_file(
     config: MineConfig,
     corpus: str | Path | None = None,
     encoder: Any = None,
+    limit: int | None = None,
 ) -> MineResult:
-    """Mine negatives for every record of ``records_path``; write ``out`` and its manifest."""
+    """Mine negatives for every record of ``records_path`` (the first ``limit`` if given;
+    the corpus and the known positives still come from all of them); write ``out`` and its
+    manifest."""
     records_path, out = Path(records_path), Path(out)
     if corpus is not None and not Path(corpus).exists():
         raise DataError(corpus, None, "corpus", "does not exist")
@@ -312,7 +316,8 @@ def mine_file(
     source = _corpus_source(corpus, records_path)
     miner = Miner(encoder, encode_corpus(encoder, docs, config, source), config)
     known, count = _known_and_count(records_path)
-    chunks = track(_chunks(records_path, config.records_per_chunk), "mining", count, len)
+    total = count if limit is None else min(count, limit)
+    chunks = track(_chunks(records_path, config.records_per_chunk, limit), "mining", total, len)
     selection = SelectionStats()
     written: Counter = Counter()
     with AtomicJsonlWriter(out) as writer:
@@ -326,6 +331,8 @@ def mine_file(
     if config.select is not None:
         stats["selection"] = selection.to_dict()
     manifest = _manifest(records_path, out, config, source, encoder, stats, written)
+    if limit is not None:
+        manifest["limit"] = limit  # only the first ``limit`` input records were mined
     write_manifest(out, manifest)
     return MineResult(out, sum(written.values()), stats, manifest)
 

@@ -10,7 +10,8 @@ task: {n_star: random, seed: 13}        # the task's own settings
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic import create_model
 
 from dualview.config import StrictModel, apply_overrides, load_config, validate_config
 from dualview.data import formats
+from dualview.data.schema import Record
 from dualview.io.paths import check_outputs
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.estimate import Estimate, TokenCounter, estimate_task
@@ -63,6 +65,14 @@ def build_task(task_name: str, job: JobBase) -> Task:
     return task_cls(job.task)  # type: ignore[attr-defined]
 
 
+def read_input(
+    source: str | Path, input_format: str = "dualview", limit: int | None = None
+) -> Iterator[Record]:
+    """The records of ``source`` (in ``input_format``); only the first ``limit`` if given."""
+    records = formats.get_reader(input_format)(source)
+    return islice(records, limit) if limit is not None else records
+
+
 def run_job(
     task_name: str,
     job: JobBase,
@@ -70,16 +80,22 @@ def run_job(
     out: str | Path,
     input_format: str = "dualview",
     read: Sequence[str | Path | None] = (),
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``task_name`` over ``source`` into ``out``; returns the stats. None of the files
-    the run writes (OUT, its side files, the cache) may be ``source`` or another file the
-    job ``read`` (its config); a run whose units all failed with backend errors (or more
-    than ``runner.max_error_share`` of them) raises `JobFailed` after writing its files."""
+    """Run ``task_name`` over ``source`` (its first ``limit`` records, if given) into
+    ``out``; returns the stats. None of the files the run writes (OUT, its side files, the
+    cache) may be ``source`` or another file the job ``read`` (its config); a run whose units
+    all failed with backend errors (or more than ``runner.max_error_share`` of them) raises
+    `JobFailed` after writing its files."""
     check_outputs(job_outputs(Path(out), job.runner), [source, *read])
     task = build_task(task_name, job)
-    reader = formats.get_reader(input_format)
+    formats.get_reader(input_format)  # an unknown format fails before the runner starts
     runner = make_runner(task, job.backend, job.sampling, job.runner)
-    stats = runner.run(lambda: task.units(reader(source)), out, input_label=str(source))
+
+    def units():  # type: ignore[no-untyped-def]
+        return task.units(read_input(source, input_format, limit))
+
+    stats = runner.run(units, out, input_label=str(source))
     check_failures(stats, Path(out), job.runner.max_error_share)
     return stats
 
@@ -90,13 +106,14 @@ def estimate_job(
     source: str | Path,
     input_format: str = "dualview",
     counter: TokenCounter | None = None,
+    limit: int | None = None,
 ) -> Estimate:
-    """What running ``task_name`` over ``source`` would cost (`dualview.synth.estimate`);
-    nothing is sent and nothing written. Priced when the job's runner names prices."""
+    """What running ``task_name`` over ``source`` (its first ``limit`` records, if given)
+    would cost (`dualview.synth.estimate`); nothing is sent and nothing written. Priced when
+    the job's runner names prices."""
     task = build_task(task_name, job)
-    reader = formats.get_reader(input_format)
     counter = counter or TokenCounter.for_backend(job.backend)
-    estimate = estimate_task(task, reader(source), job.sampling, counter)
+    estimate = estimate_task(task, read_input(source, input_format, limit), job.sampling, counter)
     price_in, price_out = job.runner.price_in_per_million, job.runner.price_out_per_million
     if price_in is not None or price_out is not None:
         estimate.price(price_in or 0.0, price_out or 0.0)
