@@ -16,16 +16,23 @@ from dualview.eval.benchmarks.instructir import InstructIR
 from dualview.eval.benchmarks.mair import MAIR
 from dualview.eval.benchmarks.paired import PairedInstructions
 from dualview.eval.benchmarks.phenomena import Phenomena
+from dualview.registry import Registry, UnknownNameError
 
-BENCHMARKS: dict[str, type[Benchmark]] = {
-    "followir": FollowIR,
-    "infosearch": InfoSearch,
-    "mair": MAIR,
-    "instructir": InstructIR,
-    "paired": PairedInstructions,
-    "phenomena": Phenomena,
-    "beir": Beir,
-}
+#: ``-b KIND`` -> the benchmark class; plugins: entry-point group ``dualview.benchmarks``.
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark",
+    field="-b/--benchmark",
+    group="dualview.benchmarks",
+    entries={
+        "followir": FollowIR,
+        "infosearch": InfoSearch,
+        "mair": MAIR,
+        "instructir": InstructIR,
+        "paired": PairedInstructions,
+        "phenomena": Phenomena,
+        "beir": Beir,
+    },
+)
 
 
 def parse_spec(spec: str) -> tuple[str, list[str] | None, Path | None]:
@@ -37,10 +44,8 @@ def parse_spec(spec: str) -> tuple[str, list[str] | None, Path | None]:
     kind, _, subset_text = head.partition(":")
     kind = kind.strip().lower()
     if kind not in BENCHMARKS:
-        raise DualviewError(
-            f"unknown benchmark {kind!r} in {spec!r}: use one of {sorted(BENCHMARKS)} "
-            "as KIND[:SUBSET,...][=PATH]"
-        )
+        where = f"{BENCHMARKS.field} {spec!r} (KIND[:SUBSET,...][=PATH])"
+        raise UnknownNameError(BENCHMARKS.unknown_message(kind, where=where))
     subsets = [s.strip() for s in subset_text.split(",") if s.strip()] or None
     return kind, subsets, Path(path).expanduser() if sep and path else None
 
@@ -50,14 +55,14 @@ def load_benchmark(spec: str) -> Benchmark:
     kind, subsets, path = parse_spec(spec)
     if path is not None and not path.exists():
         raise DualviewError(f"{path}: benchmark folder does not exist ({spec})")
-    return BENCHMARKS[kind](path, subsets)
+    return BENCHMARKS.get(kind)(path, subsets)
 
 
 def data_path(spec: str) -> Path | None:
     """The local data a spec reads: its ``=PATH``, else the data bundled with its kind
     (``phenomena``), else None (fetched from the Hub by name)."""
     kind, _, path = parse_spec(spec)
-    return path if path is not None else BENCHMARKS[kind].bundled_path
+    return path if path is not None else BENCHMARKS.get(kind).bundled_path
 
 
 def spec_label(spec: str) -> str:
