@@ -24,7 +24,7 @@ from tests.test_report_headline import SETS, _followir, _perturbed_tiny
 # the fixture's sets under FollowIR's names, so `dualview eval` also writes mteb files
 SET_NAMES = {"alpha": "robust04", "beta": "news21"}
 QUERIES = sum(SETS.values())
-FIGURES = ("difference_plot", "metric_bars", "pmrr_distributions", "loss_curves")
+FIGURES = ("difference_plot", "metric_plot", "pmrr_distributions", "loss_curves")
 FAST = ReportOptions(n_resamples=200)
 
 

@@ -25,7 +25,7 @@ from dualview.report.flips import error_analysis
 from dualview.report.plots import (
     difference_plot,
     loss_curves,
-    metric_bars,
+    metric_plot,
     pmrr_distributions,
 )
 from dualview.report.table import (
@@ -120,7 +120,7 @@ def write_report(
     comparisons = compare_rows(rows, options.comparisons, options.n_resamples, options.seed)
     plots = [  # the differences first: they are what the report is about
         difference_plot(comparisons, out / "differences.png"),
-        metric_bars(rows, out / "metrics.png"),
+        metric_plot(rows, out / "metrics.png"),
         pmrr_distributions(rows, out / "pmrr_per_query.png"),
         loss_curves(rows, out / "loss.png"),
     ]

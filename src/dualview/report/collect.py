@@ -125,6 +125,12 @@ def query_values(
     return out, notes
 
 
+def part_title(label: str, part: str) -> str:
+    """A benchmark part's name in figure titles: ``followir Robust04``, or the label alone
+    when it already names the part (a one-set FollowIR folder named ``followir``)."""
+    return label if part.lower() in label.lower() else f"{label} {part}"
+
+
 def pmrr_per_query(label: str, payload: dict[str, Any]) -> dict[str, list[float]]:
     """Per-query p-MRR values for plots: the overall ``p-MRR`` when it has per-query values
     (paired sets), otherwise one entry per ``<set>/p-MRR`` (FollowIR sets, InfoSearch dims)."""
@@ -135,7 +141,7 @@ def pmrr_per_query(label: str, payload: dict[str, Any]) -> dict[str, list[float]
     for name, values in per_query.items():
         part, _, metric = name.rpartition("/")
         if metric == "p-MRR" and part and values:
-            out[f"{label} {part}"] = [float(v) for v in values.values()]
+            out[part_title(label, part)] = [float(v) for v in values.values()]
     return out
 
 
