@@ -42,7 +42,8 @@ KIND = {
     ("data", "validate"): "run",
     ("data", "stats"): "parse",  # needs bert-base-uncased's tokenizer from the Hub
     ("seed",): "estimate",
-    ("synth",): "estimate",
+    ("reverse",): "estimate",
+    ("synth",): "estimate",  # the old name of reverse (a deprecation line, then the same)
     ("verify",): "estimate",
     ("poison",): "estimate",
     ("bench-synth",): "parse",  # the local 0.5B LLM, minutes
@@ -146,7 +147,7 @@ def _prepare(root: Path, args: list[str]) -> list[str]:
         write_jsonl(root / "out.jsonl", dvs)
         write_jsonl(root / "dv.jsonl", [r for r in dvs if r.view == "dv"])
         write_jsonl(root / "orig.jsonl", [r for r in dvs if r.view == "orig"] + records)
-    if args[0] in ("seed", "synth", "verify", "poison") and "--estimate" not in args:
+    if args[0] in ("seed", "reverse", "synth", "verify", "poison") and "--estimate" not in args:
         return [*args, "--estimate"]
     if args[0] == "run" and "--dry-run" not in args:
         return [*args, "--dry-run"]
