@@ -16,6 +16,7 @@ from dualview.data.schema import Document
 from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import FIRST_STAGES, EvalContext, retrieve
 from dualview.eval.two_stage import RerankSettings
+from dualview.pipeline.experiment import EvaluationSpec
 
 DOCS = {
     "a": Document(id="a", text="apple pie recipe with apple"),
@@ -73,3 +74,15 @@ def test_the_builtin_stays_what_it_was_and_each_kind_has_its_fingerprint() -> No
 def test_an_unknown_first_stage_names_both_bm25_kinds() -> None:
     with pytest.raises(DualviewError, match="model, bm25, bm25-builtin, candidates"):
         RerankSettings(first_stage="bm25s").check([])
+
+
+def test_an_experiment_with_the_bm25_first_stage_keys_its_evaluation_by_the_library() -> None:
+    """A ``bm25`` evaluation stage cached when ``bm25`` was the hand-written index does not
+    match today's key (it is rerun); other experiments keep their keys."""
+    spec = {"benchmarks": ["phenomena"]}
+    plain = EvaluationSpec.model_validate(spec).key_params()
+    assert "bm25" not in plain["rerank"]
+    builtin = EvaluationSpec.model_validate({**spec, "rerank": {"first_stage": "bm25-builtin"}})
+    assert "bm25" not in builtin.key_params()["rerank"]
+    library = EvaluationSpec.model_validate({**spec, "rerank": {"first_stage": "bm25"}})
+    assert library.key_params()["rerank"]["bm25"] == bm25_fingerprint("bm25")
