@@ -15,6 +15,7 @@ from dualview.cli import data as data_cli
 from dualview.cli import eval as eval_cli
 from dualview.cli import gold as gold_cli
 from dualview.cli import hub as hub_cli
+from dualview.cli import init as init_cli
 from dualview.cli import mix as mix_cli
 from dualview.cli import review as review_cli
 from dualview.cli import run as run_cli
@@ -62,6 +63,7 @@ data_cli.register(app)
 eval_cli.register(app)
 gold_cli.register(app)
 hub_cli.register(app)
+init_cli.register(app)
 mix_cli.register(app)
 review_cli.register(app)
 run_cli.register(app)
