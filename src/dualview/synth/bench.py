@@ -43,6 +43,7 @@ from dualview.data.schema import Record
 from dualview.errors import ConfigError, DataError
 from dualview.io.atomic import atomic_write_text, write_jsonl
 from dualview.io.files import iter_json_lines
+from dualview.proportions import wilson_interval
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
 from dualview.synth.runner import RunnerConfig, make_runner, side_path
@@ -76,6 +77,12 @@ class BenchConfig(StrictModel):
     # Reversal settings (``examples`` and ``n_star`` are set by the benchmark).
     reverse: ReverseConfig = ReverseConfig()
     verify: VerifyConfig = VerifyConfig()
+    # Self-consistency: reversal candidates per instance. The first is answered with
+    # ``sampling`` (greedy by default; its row is the plain setting), the others are sampled
+    # at ``sample_temperature`` with seeds ``sampling.seed + i``; an instance is accepted when
+    # the judge verifies one of its candidates, and the first verified one is kept.
+    samples: int = Field(default=1, ge=1)
+    sample_temperature: float = Field(default=0.7, gt=0, allow_inf_nan=False)
 
 
 def _domain(record: Record) -> str:
@@ -85,6 +92,17 @@ def _domain(record: Record) -> str:
 def _rank(*parts: object) -> str:
     """A deterministic pseudo-random sort key."""
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+
+
+def key_passages(pair: GoldPair) -> GoldPair:
+    """The pair with only its two key passages, P+ and N*, as candidates: what the pointwise
+    judge's gold check needs (each other candidate would cost four more calls)."""
+    orig, dv = pair
+    n_star, p_plus = dv.positives[0], orig.positives[0]
+    return (
+        orig.model_copy(update={"instruction_negatives": [n_star]}),
+        dv.model_copy(update={"instruction_negatives": [p_plus]}),
+    )
 
 
 def select_pairs(pairs: list[GoldPair], limit: int | None) -> list[GoldPair]:
@@ -212,14 +230,18 @@ def _ratio(num: float, den: float) -> float | None:
 def cost(stats: dict[str, Any]) -> dict[str, Any]:
     """LLM seconds and tokens per unit (summed latencies, so resumed runs count right)."""
     units = stats["units"]
-    mean = stats["latency_s"]["mean"] or 0.0
     return {
         "llm_calls": stats["llm_calls"],
-        "seconds_per_record": _ratio(mean * stats["llm_calls"], units),
+        "seconds_per_record": _ratio(_llm_seconds(stats), units),
         "tokens_in_per_record": _ratio(stats["tokens_in"], units),
         "tokens_out_per_record": _ratio(stats["tokens_out"], units),
         "wall_s_this_run": stats["wall_s"],
     }
+
+
+def _llm_seconds(stats: dict[str, Any]) -> float:
+    """Summed LLM latency of a run (mean x calls, as `cost` counts it)."""
+    return (stats["latency_s"]["mean"] or 0.0) * stats["llm_calls"]
 
 
 def reverse_metrics(stats: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +277,64 @@ def judge_metrics(stats: dict[str, Any], out: Path, expect_pass: bool) -> dict[s
         "scenario_accuracy": stats["summary"].get("scenario_accuracy", {}),
         "failed_unit_answers": failed_answers(out),
         **cost(stats),
+    }
+
+
+def proportion(successes: int, n: int) -> dict[str, Any]:
+    """``successes`` of ``n`` with its share and Wilson 95% interval."""
+    ci = [round(x, 4) for x in wilson_interval(successes, n)] if n else None
+    return {"correct": successes, "n": n, "accuracy": _ratio(successes, n), "ci95": ci}
+
+
+def balanced(positive: dict[str, Any], negative: dict[str, Any]) -> dict[str, Any]:
+    """Balanced accuracy of the two checks with a Wilson 95% interval: the mean of the two
+    accuracies, which is one proportion (correct of both) when the checks are equally big;
+    otherwise the interval is left out."""
+    accs = [positive["accuracy"], negative["accuracy"]]
+    value = round(sum(accs) / 2, 4) if None not in accs else None
+    n_pos, n_neg = positive["units"], negative["units"]
+    ci = None
+    if value is not None and n_pos == n_neg:
+        correct = round(positive["accuracy"] * n_pos) + round(negative["accuracy"] * n_neg)
+        ci = proportion(correct, n_pos + n_neg)["ci95"]
+    return {"balanced_accuracy": value, "balanced_ci95": ci}
+
+
+def pointwise_judge(stats: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The pointwise judge's check from its verdict counts (`dualview.synth.verify`): gold
+    positive = yes to the intended passage (P+ under the original, N* under the gold
+    reversal); gold negative = no to the other key passage (N* under the original: the
+    original-as-reversal control; P+ under the reversal). ``units`` counts verdicts."""
+    counts = stats["counts"]
+    roles = ("orig", "dv")
+    pos = [counts.get(f"pw_intended_yes_{r}", 0) for r in roles]
+    n_pos = [counts.get(f"pw_intended_{r}", 0) for r in roles]
+    neg_yes = [counts.get(f"pw_rival_yes_{r}", 0) for r in roles]
+    n_neg = [counts.get(f"pw_rival_{r}", 0) for r in roles]
+    common = {
+        "unparsable_judgements": counts.get("unparsable", 0),
+        "failed_unit_answers": failed_answers(out),
+        **cost(stats),
+    }
+    positive = {"units": sum(n_pos), **proportion(sum(pos), sum(n_pos)), **common}
+    negative = {
+        "units": sum(n_neg),
+        **proportion(sum(n_neg) - sum(neg_yes), sum(n_neg)),
+        **common,
+    }
+    by_check = {
+        "gold_reversal_yes": proportion(pos[1], n_pos[1]),
+        "original_as_reversal_no": proportion(n_neg[0] - neg_yes[0], n_neg[0]),
+        "original_yes": proportion(pos[0], n_pos[0]),
+        "positive_under_reversal_no": proportion(n_neg[1] - neg_yes[1], n_neg[1]),
+    }
+    return {
+        "scoring": "pointwise",
+        "gold_positive": positive,
+        "gold_negative": negative,
+        **balanced(positive, negative),
+        "gold_units_passed": proportion(stats["outcomes"]["ok"], stats["units"]),
+        "by_check": by_check,
     }
 
 
@@ -296,14 +376,19 @@ class SynthBench:
             "orig": folder / "gold_orig.jsonl",
             "pairs": folder / "gold_pairs.jsonl",
             "control": folder / "control.jsonl",
+            "key_pairs": folder / "gold_key_pairs.jsonl",
         }
         write_jsonl(paths["orig"], [orig for orig, _ in self.pairs])
         write_jsonl(paths["pairs"], [r for pair in self.pairs for r in pair])
         write_jsonl(paths["control"], [negative_control(p) for p in self.pairs])
+        write_jsonl(paths["key_pairs"], [r for p in self.pairs for r in key_passages(p)])
         return paths
 
     def run_judge(self, inputs: dict[str, Path]) -> dict[str, Any]:
-        """The judge on the gold pairs (must pass) and on the negative control (must fail)."""
+        """The judge on the gold pairs (must pass) and on the negative control (must fail);
+        a pointwise judge is checked on its per-passage verdicts (`pointwise_judge`)."""
+        if self.config.verify.scoring == "pointwise":
+            return self.run_pointwise_judge(inputs)
         verify = VerifyTask(self.config.verify)
         params = self.config.judge_sampling
         folder = self.out / "judge"
@@ -312,26 +397,57 @@ class SynthBench:
         control = self._run(verify, self.judge, params, inputs["control"], control_out)
         positive = judge_metrics(gold, gold_out, True)
         negative = judge_metrics(control, control_out, False)
-        accs = [positive["accuracy"], negative["accuracy"]]
-        balanced = sum(accs) / 2 if None not in accs else None
-        return {"gold_positive": positive, "gold_negative": negative, "balanced_accuracy": balanced}
+        return {
+            "scoring": "choice",
+            "gold_positive": positive,
+            "gold_negative": negative,
+            **balanced(positive, negative),
+        }
+
+    def run_pointwise_judge(self, inputs: dict[str, Path]) -> dict[str, Any]:
+        """The pointwise judge on the gold pairs reduced to their key passages: under the
+        original instruction P+ must be a yes and N* a no (the original-as-reversal control),
+        under the gold reversal N* a yes and P+ a no. The control file is not run: its
+        prompts are a subset of these."""
+        out = self.out / "judge" / "gold_pointwise.jsonl"
+        verify = VerifyTask(self.config.verify)
+        gold = self._run(verify, self.judge, self.config.judge_sampling, inputs["key_pairs"], out)
+        return pointwise_judge(gold, out)
+
+    def _candidate_params(self, index: int) -> SamplingParams:
+        """Sampling of reversal candidate ``index`` (0: ``sampling`` as configured)."""
+        if index == 0:
+            return self.config.sampling
+        seed = (self.config.sampling.seed or 0) + index
+        update = {"temperature": self.config.sample_temperature, "seed": seed}
+        return self.config.sampling.model_copy(update=update)
+
+    def _reverse_and_verify(
+        self, task: GoldFewShotReverse, folder: Path, index: int, orig: Path
+    ) -> tuple[dict[str, Any], dict[str, Any], Path]:
+        """Candidate ``index``: the reversals (in ``folder``, or ``folder/sample-i``) and the
+        judge's verdicts on them; returns both runs' stats and the verified file."""
+        where = folder if index == 0 else folder / f"sample-{index}"
+        reversed_out = where / "reverse.jsonl"
+        params = self._candidate_params(index)
+        rev = self._run(task, self.config.backend, params, orig, reversed_out)
+        verify = VerifyTask(self.config.verify)
+        verified = where / "verify.jsonl"
+        ver = self._run(verify, self.judge, self.config.judge_sampling, reversed_out, verified)
+        return rev, ver, verified
 
     def run_shots(self, shots: int, inputs: dict[str, Path]) -> dict[str, Any]:
-        """Reverse the selected instances with ``shots`` examples, then judge the reversals."""
+        """Reverse the selected instances with ``shots`` examples, then judge the reversals;
+        with ``samples`` > 1 also the self-consistency of all candidates."""
         folder = self.out / f"shots-{shots}"
         task = GoldFewShotReverse(self.pool, shots, self.config)
+        runs = [
+            self._reverse_and_verify(task, folder, i, inputs["orig"])
+            for i in range(self.config.samples)
+        ]
+        rev, ver, _ = runs[0]
         reversed_out = folder / "reverse.jsonl"
-        rev = self._run(
-            task, self.config.backend, self.config.sampling, inputs["orig"], reversed_out
-        )
         metrics = reverse_metrics(rev)
-        ver = self._run(
-            VerifyTask(self.config.verify),
-            self.judge,
-            self.config.judge_sampling,
-            reversed_out,
-            folder / "verify.jsonl",
-        )
         metrics["judge"] = {
             "passed": ver["outcomes"]["ok"],
             "pass_rate": _ratio(ver["outcomes"]["ok"], metrics["answered"]),
@@ -343,9 +459,38 @@ class SynthBench:
         metrics["closeness"] = closeness(
             list(iter_records(reversed_out)), self.gold_reversals, self.config.near_copy_ratio
         )
-        metrics["complete"] = bool(rev["complete"] and ver["complete"])
+        metrics["complete"] = all(r["complete"] and v["complete"] for r, v, _ in runs)
         metrics["samples"] = self._samples(reversed_out)
+        if self.config.samples > 1:
+            metrics["self_consistency"] = self._self_consistency(runs, folder, metrics["answered"])
         return metrics
+
+    def _self_consistency(
+        self, runs: list[tuple[dict[str, Any], dict[str, Any], Path]], folder: Path, answered: int
+    ) -> dict[str, Any]:
+        """Instances with a verified candidate (the first one kept, in ``kept.jsonl``), and
+        the cost of all candidates per instance."""
+        kept: dict[str, Record] = {}
+        for _, _, verified in runs:
+            for record in iter_records(verified):
+                if record.view == "dv" and record.parent_id:
+                    kept.setdefault(record.parent_id, record)
+        order = {orig.id: i for i, (orig, _) in enumerate(self.pairs)}
+        chosen = sorted(kept.values(), key=lambda r: order.get(r.parent_id or "", len(order)))
+        write_jsonl(folder / "kept.jsonl", chosen)
+        units = runs[0][0]["units"] or 1
+        return {
+            "k": len(runs),
+            "sample_temperature": self.config.sample_temperature,
+            "accepted_by_writer": [r["outcomes"]["ok"] for r, _, _ in runs],
+            "verified": [v["outcomes"]["ok"] for _, v, _ in runs],
+            "instances_verified": len(chosen),
+            "verified_rate": _ratio(len(chosen), answered),
+            "closeness": closeness(chosen, self.gold_reversals, self.config.near_copy_ratio),
+            "seconds_per_record": _ratio(
+                sum(_llm_seconds(r) + _llm_seconds(v) for r, v, _ in runs), units
+            ),
+        }
 
     def _samples(self, reversed_out: Path, n: int = 5) -> list[dict[str, str]]:
         gold = self.gold_reversals
@@ -389,11 +534,99 @@ def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+def _ci(ci: list[float] | None) -> str:
+    return "" if not ci else f" [{100 * ci[0]:.0f}, {100 * ci[1]:.0f}]"
+
+
+def _settings(report: dict[str, Any]) -> str:
+    """The options beyond the defaults that the run used, for the table's caption."""
+    config = report.get("config", {})
+    verify, reverse = config.get("verify", {}), config.get("reverse", {})
+    found = [f"judge scoring {verify.get('scoring', 'choice')}"]
+    found += ["constrained judge"] if verify.get("constrained") else []
+    found += ["constrained writer"] if reverse.get("constrained") else []
+    if config.get("samples", 1) > 1:
+        found.append(f"{config['samples']} candidates (T {config['sample_temperature']})")
+    return ", ".join(found)
+
+
+def _self_consistency_lines(report: dict[str, Any]) -> list[str]:
+    rows = [
+        (k, m["self_consistency"]) for k, m in report["shots"].items() if "self_consistency" in m
+    ]
+    if not rows:
+        return []
+    lines = [
+        "| shots | candidates | accepted by writer (per candidate) | judge-verified (per "
+        "candidate) | instances with a verified candidate | near-copies of original "
+        "| s/record (all candidates, writer + judge) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for shots, sc in rows:
+        lines.append(
+            f"| {shots} | {sc['k']} | {', '.join(map(str, sc['accepted_by_writer']))} "
+            f"| {', '.join(map(str, sc['verified']))} | {sc['instances_verified']} "
+            f"({_pct(sc['verified_rate'])}) "
+            f"| {sc['closeness']['near_copies_of_original']}/{sc['closeness']['accepted']} "
+            f"| {_num(sc['seconds_per_record'])} |"
+        )
+    return [*lines, ""]
+
+
+def _judge_lines(judge: dict[str, Any]) -> list[str]:
+    pos, neg = judge["gold_positive"], judge["gold_negative"]
+    if judge.get("scoring") == "pointwise":
+        checks = judge["by_check"]
+        names = {
+            "gold_reversal_yes": "N* under the gold reversal: yes",
+            "original_as_reversal_no": "N* under the original (control): no",
+            "original_yes": "P+ under the original: yes",
+            "positive_under_reversal_no": "P+ under the gold reversal: no",
+        }
+        lines = [
+            "| judge check (pointwise, each passage alone, both orders) | verdicts "
+            "| accuracy [Wilson 95%] |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {names[k]} | {c['n']} | {_pct(c['accuracy'])}{_ci(c['ci95'])} |"
+            for k, c in checks.items()
+        ]
+        units = judge["gold_units_passed"]
+        return [
+            *lines,
+            f"| balanced (all four) | {pos['units'] + neg['units']} "
+            f"| {_pct(judge['balanced_accuracy'])}{_ci(judge.get('balanced_ci95'))} |",
+            f"| gold pairs with every verdict right | {units['n']} "
+            f"| {_pct(units['accuracy'])}{_ci(units['ci95'])} |",
+            "",
+            f"Unparsable judgements: {pos['unparsable_judgements']}; judge s/unit: "
+            f"{_num(pos['seconds_per_record'])}.",
+            "",
+        ]
+    return [
+        "| judge check | units | accuracy | unparsable judgements | s/unit |",
+        "|---|---|---|---|---|",
+        f"| gold reversal passes (orig + gold dv) | {pos['units']} | {_pct(pos['accuracy'])} "
+        f"| {pos['unparsable_judgements']} | {_num(pos['seconds_per_record'])} |",
+        f"| original as reversal fails (control) | {neg['units']} | {_pct(neg['accuracy'])} "
+        f"| {neg['unparsable_judgements']} | {_num(neg['seconds_per_record'])} |",
+        f"| balanced | {pos['units'] + neg['units']} | {_pct(judge['balanced_accuracy'])}"
+        f"{_ci(balanced(pos, neg)['balanced_ci95'])} | | |",
+        "",
+        "Most common raw judge answers in failed gold units: "
+        + (", ".join(f"`{a}` x{n}" for a, n in pos["failed_unit_answers"].items()) or "-"),
+        "",
+    ]
+
+
 def markdown_table(report: dict[str, Any]) -> str:
-    """The report as Markdown: one row per shots setting, then the judge's accuracy."""
+    """The report as Markdown: one row per shots setting, the self-consistency of sampled
+    candidates when there were several, then the judge's accuracy."""
     lines = [
         f"Gold {report['split']} split, {report['instances']} instances; "
-        f"backend `{report['backend']['model']}`, judge `{report['judge_backend']['model']}`.",
+        f"backend `{report['backend']['model']}`, judge `{report['judge_backend']['model']}`; "
+        f"{_settings(report)}.",
         "",
         "| shots | records | parse rate | None rate | accepted | near-copies of original "
         "| rejections | judge pass | s/record (reverse) | s/record (judge) "
@@ -410,20 +643,5 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {_num(m['seconds_per_record'])} | {_num(m['judge']['seconds_per_record'])} "
             f"| {_num(m['tokens_in_per_record'])} / {_num(m['tokens_out_per_record'])} |"
         )
-    judge = report["judge"]
-    pos, neg = judge["gold_positive"], judge["gold_negative"]
-    lines += [
-        "",
-        "| judge check | units | accuracy | unparsable judgements | s/unit |",
-        "|---|---|---|---|---|",
-        f"| gold reversal passes (orig + gold dv) | {pos['units']} | {_pct(pos['accuracy'])} "
-        f"| {pos['unparsable_judgements']} | {_num(pos['seconds_per_record'])} |",
-        f"| original as reversal fails (control) | {neg['units']} | {_pct(neg['accuracy'])} "
-        f"| {neg['unparsable_judgements']} | {_num(neg['seconds_per_record'])} |",
-        f"| balanced | | {_pct(judge['balanced_accuracy'])} | | |",
-        "",
-        "Most common raw judge answers in failed gold units: "
-        + (", ".join(f"`{a}` x{n}" for a, n in pos["failed_unit_answers"].items()) or "-"),
-        "",
-    ]
-    return "\n".join(lines)
+    lines.append("")
+    return "\n".join([*lines, *_self_consistency_lines(report), *_judge_lines(report["judge"])])

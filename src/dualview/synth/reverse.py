@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
 
@@ -38,6 +38,8 @@ from dualview.synth.templates import PromptTemplate, load_template
 
 # The prompt's passage labels; an instruction naming one was written for the prompt, not a user.
 _PASSAGE_LABEL = re.compile(r"\bTARGET\b|\[(?:R|T|O)\d*\]")
+# The reply format as a regular expression, for constrained output (``constrained: true``).
+REVERSE_REGEX = r"<answer>(None|<new_instruction>[^<>]+</new_instruction>)</answer>"
 
 
 class ReverseExample(StrictModel):
@@ -80,6 +82,11 @@ class ReverseConfig(StrictModel):
     min_words: int = 3
     max_chars: int = 600
     max_passage_chars: int = 1500
+    # Constrain the answer to the reply format (`REVERSE_REGEX`; engines that support it).
+    constrained: bool = False
+
+    # Options that enter the cache key only when set (`dualview.synth.task.config_key`).
+    keyed_when_set: ClassVar[tuple[str, ...]] = ("constrained",)
 
 
 def choose_n_star(record: Record, mode: str, seed: int) -> int | None:
@@ -205,7 +212,8 @@ class ReverseTask(TemplateTask):
         n_index = choose_n_star(record, self.config.n_star, self.config.seed)
         if n_index is None:
             return Outcome("skipped", reason="meta.n_star names no instruction negative")
-        text = await llm.ask(self.prompt(record, n_index))
+        regex = REVERSE_REGEX if self.config.constrained else None
+        text = await llm.ask(self.prompt(record, n_index), regex)
         parsed = parse_reverse(
             text,
             record.instruction,

@@ -108,8 +108,9 @@ class LLM:
         self._replay = list(replay or [])
         self.replayed = 0
 
-    async def ask(self, prompt: str) -> str:
-        """Send ``prompt`` as one user message; returns the answer text."""
+    async def ask(self, prompt: str, regex: str | None = None) -> str:
+        """Send ``prompt`` as one user message; returns the answer text. ``regex`` constrains
+        the answer (constrained output; the engine must support it)."""
         if self._replay:
             self.replayed += 1
             self.answers.append(self._replay.pop(0))
@@ -118,7 +119,8 @@ class LLM:
         reserved = 0
         if self.limits is not None:
             reserved = await self.limits.before_call(prompt, self.params.max_tokens)
-        completion = await self.backend.complete(messages, self.params)
+        params = self.params.model_copy(update={"regex": regex}) if regex else self.params
+        completion = await self.backend.complete(messages, params)
         if self.turnstile is not None:
             await self.turnstile.through()
         if self.limits is not None:
@@ -193,7 +195,7 @@ class TemplateTask:
         return [self._fingerprint(v) for v in range(self.parser_version - 1, 0, -1)]
 
     def _fingerprint(self, parser_version: int) -> dict[str, Any]:
-        parts = {"template": self.template.sha256, "config": self.config.model_dump(mode="json")}
+        parts = {"template": self.template.sha256, "config": config_key(self.config)}
         if parser_version > 1:  # version 1 keeps the keys of caches written before it
             parts["parser_version"] = parser_version
         return parts
@@ -203,6 +205,18 @@ class TemplateTask:
 
     def summary(self, counts: dict[str, int]) -> dict[str, Any]:
         return {}
+
+
+def config_key(config: Any) -> dict[str, Any]:
+    """A task config as its cache key: the JSON dump without the options named in the
+    config's ``keyed_when_set`` while they hold their default, so that adding an option
+    leaves the keys of every run that does not use it unchanged."""
+    data = config.model_dump(mode="json")
+    fields = type(config).model_fields
+    for name in getattr(config, "keyed_when_set", ()):
+        if getattr(config, name) == fields[name].get_default(call_default_factory=True):
+            data.pop(name, None)
+    return data
 
 
 def truncate(text: str, max_chars: int) -> str:

@@ -10,26 +10,51 @@ positive as the intended answer. A dual-view record that arrives alone
 carries its original instruction in ``meta`` (written by ``reverse``) and adds the scenario
 "original instruction -> original positive". A unit is kept only when every scenario picks its
 intended passage; swap accuracy is the kept share of units with two or more scenarios.
+
+Two ways to judge (``VerifyConfig.scoring``):
+
+- ``choice`` (the default): one call per scenario shows the numbered candidates and asks for
+  the index of the best one. Small models answer with a position (``[1]``) whatever the text.
+- ``pointwise``: each candidate passage is judged alone, yes or no, in both orders of the two
+  texts (the request before the passage, then the passage before the request); a passage is
+  a *yes* only when both orders say yes. A scenario passes when its intended passage is a
+  yes and every other candidate a no, so no verdict depends on where a passage stands. The
+  unit's counts say how the judge did on the intended passages (``pw_intended_*``) and on
+  the passages other scenarios intend (``pw_rival_*``, e.g. N* under the original
+  instruction: the original-as-reversal control), per role, which `dualview.synth.bench`
+  turns into the judge's balanced accuracy.
+
+``constrained: true`` makes the engine follow the reply format (a regular expression; see
+`dualview.synth.backends.base.SamplingParams.regex`), so no judgement is unparsable.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from dualview.config import StrictModel
 from dualview.data.jsonl import iter_records
 from dualview.data.pairing import ExtraDvError, Pairing, pair_views
 from dualview.data.schema import Document, Record
-from dualview.synth.parsing import Parsed, accept, reject, screen, the_answer
+from dualview.synth.parsing import Parsed, accept, normalize, reject, screen, the_answer
 from dualview.synth.task import LLM, Outcome, TemplateTask, truncate
 from dualview.synth.templates import load_template
 
 _CHOICE = re.compile(r"\[?\s*([0-9]{1,3})\s*\]?")
+_YES_NO = {"yes": True, "no": False}
+# The reply formats as regular expressions, for constrained output.
+YES_NO_REGEX = r"<answer>(yes|no)</answer>"
+
+
+def choice_regex(n_choices: int) -> str:
+    """The reply ``<answer>[k]</answer>`` with k in 1..n_choices, as a regular expression."""
+    return r"<answer>\[(" + "|".join(str(k) for k in range(1, n_choices + 1)) + r")\]</answer>"
 
 
 class VerifyConfig(StrictModel):
@@ -41,6 +66,14 @@ class VerifyConfig(StrictModel):
     seed: int = 0
     template: Path | None = None
     max_passage_chars: int = 1000
+    # How the judge decides (see the module docstring): pick an index among the candidates,
+    # or a yes/no per passage in both orders (no position bias by construction).
+    scoring: Literal["choice", "pointwise"] = "choice"
+    # Constrain the judge's reply to its format (engines that support it).
+    constrained: bool = False
+
+    # Options that enter the cache key only when set (`dualview.synth.task.config_key`).
+    keyed_when_set: ClassVar[tuple[str, ...]] = ("scoring", "constrained")
 
 
 @dataclass(frozen=True)
@@ -70,6 +103,22 @@ def parse_choice(text: str, n_choices: int) -> Parsed[int]:
     if not 1 <= choice <= n_choices:
         return reject("out_of_range", f"passage {choice} does not exist (1..{n_choices})")
     return accept(choice)
+
+
+def parse_yes_no(text: str) -> Parsed[bool]:
+    """True/False from ``<answer>yes</answer>`` / ``<answer>no</answer>`` (or a bare yes/no,
+    any case), or a rejection."""
+    screened = screen(text)
+    if not screened.ok:
+        return screened
+    bare = normalize(text)
+    answer = accept(bare) if bare in _YES_NO else the_answer(text)
+    if not answer.ok:
+        return Parsed(answer.status, None, answer.reason)
+    verdict = _YES_NO.get(normalize(answer.value or ""))
+    if verdict is None:
+        return reject("malformed", "the answer is not yes or no")
+    return accept(verdict)
 
 
 def _extra_dv_error(pairing: Pairing[Record]) -> ExtraDvError:
@@ -163,7 +212,8 @@ class VerifyTask(TemplateTask):
 
     def __init__(self, config: VerifyConfig | None = None) -> None:
         self.config = config or VerifyConfig()
-        self.template = load_template("verify", self.config.template)
+        name = "verify_pointwise" if self.config.scoring == "pointwise" else "verify"
+        self.template = load_template(name, self.config.template)
         self.pool = (
             load_distractor_pool(self.config.distractor_file) if self.config.distractor_file else []
         )
@@ -190,7 +240,8 @@ class VerifyTask(TemplateTask):
             instruction=scenario.instruction,
             passages=[truncate(d.text, self.config.max_passage_chars) for d in choices],
         )
-        parsed = parse_choice(await llm.ask(prompt), len(choices))
+        regex = choice_regex(len(choices)) if self.config.constrained else None
+        parsed = parse_choice(await llm.ask(prompt, regex), len(choices))
         if not parsed.ok:
             return f"{scenario.role}: unparsable judgement ({parsed.reason})"
         picked = choices[(parsed.value or 1) - 1].id
@@ -198,24 +249,78 @@ class VerifyTask(TemplateTask):
             return f"{scenario.role}: judge picked {picked}, intended {scenario.intended}"
         return ""
 
+    async def _says_yes(
+        self, scenario: Scenario, doc: Document, llm: LLM, asked: dict[str, Parsed[bool]]
+    ) -> tuple[bool, int]:
+        """Whether the judge says yes to ``doc`` under ``scenario`` in both orders, and how
+        many of the two answers were unparsable (an unparsable answer counts as no).
+        ``asked`` remembers answers by prompt, so a prompt two scenarios share is asked once."""
+        verdicts = []
+        for passage_first in (False, True):
+            prompt = self.template.render(
+                query=scenario.query,
+                instruction=scenario.instruction,
+                passage=truncate(doc.text, self.config.max_passage_chars),
+                passage_first=passage_first,
+            )
+            if prompt not in asked:
+                regex = YES_NO_REGEX if self.config.constrained else None
+                asked[prompt] = parse_yes_no(await llm.ask(prompt, regex))
+            verdicts.append(asked[prompt])
+        unparsable = sum(not v.ok for v in verdicts)
+        return all(v.value is True for v in verdicts), unparsable
+
+    async def _judge_pointwise(
+        self,
+        unit: list[Record],
+        index: int,
+        todo: list[Scenario],
+        llm: LLM,
+        counts: Counter[str],
+        asked: dict[str, Parsed[bool]],
+    ) -> str:
+        """'' when the judge says yes to the intended passage and no to every other
+        candidate, each passage judged alone (see the module docstring); else why not."""
+        scenario = todo[index]
+        rivals = {s.intended for s in todo} - {scenario.intended}
+        problems = []
+        for doc in sorted(self._choices(unit, index), key=lambda d: d.id):
+            yes, unparsable = await self._says_yes(scenario, doc, llm, asked)
+            counts["unparsable"] += unparsable
+            kind = "intended" if doc.id == scenario.intended else ""
+            kind = kind or ("rival" if doc.id in rivals else "")
+            if kind:
+                counts[f"pw_{kind}_{scenario.role}"] += 1
+                counts[f"pw_{kind}_yes_{scenario.role}"] += int(yes)
+            if yes != (doc.id == scenario.intended):
+                problems.append(f"judge said {'yes' if yes else 'no'} to {doc.id}")
+        if not problems:
+            return ""
+        return f"{scenario.role}: {', '.join(problems)} (intended {scenario.intended})"
+
     async def run(self, unit: list[Record], llm: LLM) -> Outcome:
         todo = scenarios(unit)
-        counts: dict[str, int] = {"units_paired": int(len(todo) >= 2)}
+        counts: Counter[str] = Counter()
+        asked: dict[str, Parsed[bool]] = {}
         failures = []
         for index, scenario in enumerate(todo):
-            problem = await self._judge(unit, index, scenario, llm)
-            counts[f"judged_{scenario.role}"] = counts.get(f"judged_{scenario.role}", 0) + 1
+            if self.config.scoring == "pointwise":
+                problem = await self._judge_pointwise(unit, index, todo, llm, counts, asked)
+            else:
+                problem = await self._judge(unit, index, scenario, llm)
+                counts["unparsable"] += int("unparsable" in problem)
+            counts[f"judged_{scenario.role}"] += 1
             if problem:
                 failures.append(problem)
-                if "unparsable" in problem:
-                    counts["unparsable"] = counts.get("unparsable", 0) + 1
             else:
-                counts[f"passed_{scenario.role}"] = counts.get(f"passed_{scenario.role}", 0) + 1
+                counts[f"passed_{scenario.role}"] += 1
         passed = not failures
-        counts["units_paired_passed"] = int(passed and len(todo) >= 2)
         records = [r.to_json_dict() for r in unit] if passed else []
         status = "ok" if passed else "rejected"
-        return Outcome(status, records=records, reason="; ".join(failures), counts=counts)
+        kept = {k: v for k, v in counts.items() if v}  # zero counts left out, as before
+        kept["units_paired"] = int(len(todo) >= 2)
+        kept["units_paired_passed"] = int(passed and len(todo) >= 2)
+        return Outcome(status, records=records, reason="; ".join(failures), counts=kept)
 
     def summary(self, counts: dict[str, int]) -> dict[str, Any]:
         """Swap accuracy over paired units and the pass rate of every scenario role."""

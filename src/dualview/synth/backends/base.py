@@ -22,13 +22,19 @@ EMBEDDED_LLM = "embedded:qwen2.5-coder-0.5b"
 
 
 class SamplingParams(StrictModel):
-    """Sampling settings; part of the synthesis cache key."""
+    """Sampling settings; part of the synthesis cache key (except ``regex``, see there)."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
     seed: int | None = 0
     stop: list[str] | None = None
+    # Constrained output: the answer must match this regular expression. Set per request by a
+    # task whose config asks for it (``constrained: true``); that config is in the cache key,
+    # so the regex itself stays out of every dump (keys of unconstrained runs are unchanged).
+    # Engines: OpenVINO GenAI (StructuredOutputConfig) and OpenAI-compatible servers that
+    # read vLLM's ``guided_regex``; the others refuse it (`constraint_unsupported`).
+    regex: str | None = Field(default=None, exclude=True)
 
 
 class BackendConfig(StrictModel):
@@ -59,6 +65,14 @@ class BackendConfig(StrictModel):
 class BackendError(DualviewError):
     """A backend failure that retrying cannot fix (bad key, unknown model, bad request):
     the run stops with this one-line message. Never contains an API key."""
+
+
+def constraint_unsupported(engine: str) -> BackendError:
+    """The error of an engine asked for constrained output that it cannot give."""
+    return BackendError(
+        f"engine {engine} cannot constrain the answer (constrained: true); use the openvino "
+        "engine or an OpenAI-compatible server with guided decoding (vLLM), or constrained: false"
+    )
 
 
 class TransientBackendError(Exception):

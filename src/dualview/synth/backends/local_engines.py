@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dualview.errors import DualviewError
-from dualview.synth.backends.base import Completion, Message, SamplingParams
+from dualview.synth.backends.base import (
+    Completion,
+    Message,
+    SamplingParams,
+    constraint_unsupported,
+)
 
 if TYPE_CHECKING:
     from transformers import StoppingCriteria
@@ -123,6 +128,8 @@ class LlamaCppEngine:
         )
 
     def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        if params.regex:
+            raise constraint_unsupported(self.name)
         started = time.perf_counter()
         # Forget the previous prompt: llama-cpp-python reuses a shared prefix of the KV
         # cache, which changes logits slightly and so made seeded samples depend on the
@@ -195,6 +202,8 @@ class TransformersEngine:
         }
 
     def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        if params.regex:
+            raise constraint_unsupported(self.name)
         started = time.perf_counter()
         inputs = self._tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True

@@ -155,6 +155,8 @@ class OpenAIBackend:
             payload["seed"] = params.seed
         if params.stop:
             payload["stop"] = params.stop
+        if params.regex:  # constrained output: vLLM's (and SGLang's) guided-decoding field
+            payload["guided_regex"] = params.regex
         return payload
 
     async def complete(self, messages: list[Message], params: SamplingParams) -> Completion:

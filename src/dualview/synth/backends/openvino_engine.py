@@ -8,7 +8,9 @@ GGUF metadata, as with llama.cpp.
 
 Sampling follows `SamplingParams` only: temperature 0 = greedy; otherwise temperature and
 top-p with the request's seed; top-k, min-p and repetition penalties stay off (OpenVINO's
-defaults). Each request runs on its own (no prefix reuse between requests), so an answer
+defaults). ``params.regex`` constrains the answer to the regular expression (OpenVINO GenAI's
+structured output, xgrammar), so a constrained task's answers always follow its format.
+Each request runs on its own (no prefix reuse between requests), so an answer
 depends on its own request only, which the content-addressed synthesis cache relies on.
 """
 
@@ -69,6 +71,8 @@ class OpenVINOEngine:
             config.temperature = params.temperature
             config.top_p = params.top_p
             config.rng_seed = params.seed or 0
+        if params.regex:
+            config.structured_output_config = self._ov.StructuredOutputConfig(regex=params.regex)
         return config
 
     def generate(self, messages: list[Message], params: SamplingParams) -> Completion:

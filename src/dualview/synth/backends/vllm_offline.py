@@ -19,6 +19,7 @@ from dualview.synth.backends.base import (
     Completion,
     Message,
     SamplingParams,
+    constraint_unsupported,
 )
 
 
@@ -59,6 +60,8 @@ class VLLMOfflineBackend:
         )
 
     async def complete(self, messages: list[Message], params: SamplingParams) -> Completion:
+        if params.regex:  # batches group by the dump, which leaves the regex out
+            raise constraint_unsupported("vllm (offline)")
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending.append((messages, params, future))
         if len(self._pending) >= self.max_batch:
