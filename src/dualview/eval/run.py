@@ -23,6 +23,11 @@ reranker over each first stage is one more column, ``<reranker>@<first stage>``:
 
     evaluate(["embedded:minilm"], ["paired=data/gold-test"], "out/eval",
              rerank=RerankSettings(rerankers=["out/ce"], first_stage="model", top_k=20))
+
+A reranked column's result also holds its first stage alone, ``first_stage`` (metrics,
+per-query values; computed once per benchmark for every reranker over it), and the summary
+shows them as rows ``<metric> (first stage)`` in that column: the reranker's gain in one
+table. Each result says which mteb tasks it maps to and what was skipped, why (``mteb``).
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from dualview.eval.benchmarks import data_path, load_benchmark, spec_label
-from dualview.eval.benchmarks.base import Benchmark
+from dualview.eval.benchmarks.base import Benchmark, BenchmarkResult
 from dualview.eval.layout import check_result_folders, display_value, model_slug
-from dualview.eval.mteb_compat import write_mteb_results
+from dualview.eval.mteb_compat import mteb_mapping, write_mteb_results
 from dualview.eval.two_stage import (
     Ranker,
     RerankSettings,
@@ -63,6 +68,20 @@ class EvalSettings:
     doc_prompt: str | None = None
     backend: str = "auto"
     batch_size: int = 32
+    #: only the first N queries (pairs, for paired sets) of each benchmark set: a quick try
+    limit: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What a result stores (and reuse compares): ``limit`` only when set, so results
+        written before it existed are still reused."""
+        settings = asdict(self)
+        if settings["limit"] is None:
+            del settings["limit"]
+        return settings
+
+
+#: The suffix of a summary row that holds reranked columns' first stage alone.
+FIRST_STAGE_ROW = " (first stage)"
 
 
 @dataclass
@@ -76,17 +95,22 @@ class Summary:
     #: ``results[model][benchmark]``: the whole result (what ``<model>/<benchmark>.json``
     #: holds: metrics, per-query values, counts, model and data fingerprints, settings).
     results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: ``first_stage[model][benchmark][metric]``: a reranked column's first stage alone
+    #: (`FirstStageAlone`), shown as rows ``<metric> (first stage)`` under its own metrics.
+    first_stage: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     def rows(self) -> list[tuple[str, str, list[float | None]]]:
-        """``(benchmark, metric, [value per model])``, metrics in first-seen order."""
+        """``(benchmark, metric, [value per model])``, metrics in first-seen order; then,
+        when a column is reranked, its first stage's as ``<metric> (first stage)``."""
         out = []
         for bench in self.benchmarks:
-            metrics: dict[str, None] = {}
-            for model in self.models:
-                metrics.update(dict.fromkeys(self.values.get(model, {}).get(bench, {})))
-            for metric in metrics:
-                cells = [self.values.get(m, {}).get(bench, {}).get(metric) for m in self.models]
-                out.append((bench, metric, cells))
+            for source, suffix in ((self.values, ""), (self.first_stage, FIRST_STAGE_ROW)):
+                metrics: dict[str, None] = {}
+                for model in self.models:
+                    metrics.update(dict.fromkeys(source.get(model, {}).get(bench, {})))
+                for metric in metrics:
+                    cells = [source.get(m, {}).get(bench, {}).get(metric) for m in self.models]
+                    out.append((bench, metric + suffix, cells))
         return out
 
     def table(self) -> str:
@@ -132,32 +156,83 @@ def _reusable(
     return old if same else None
 
 
-def run_one(
-    ranker: Ranker,
-    spec: str,
-    bench: Benchmark,
-    settings: EvalSettings,
-    out_path: Path | None,
-) -> dict[str, Any]:
-    """Evaluate one ranker (a model, or a reranker over a first stage) on one benchmark and
-    write its JSON (or reuse a matching one); with ``out_path`` None, only return it."""
-    data_fp = bench.fingerprint()
-    settings_dict = asdict(settings)
-    record = ranker.record(bench)
-    if out_path is not None:
-        old = _reusable(out_path, ranker.fingerprint(bench), data_fp, settings_dict, record)
-        if old is not None:
-            return old
+def _measure(
+    ranker: Ranker, bench: Benchmark, settings: EvalSettings
+) -> tuple[BenchmarkResult, str, float]:
+    """``ranker`` on ``bench``: the result, its start time (UTC, ISO) and seconds."""
     ctx = ranker.context(
         query_template=settings.query_template,
         force_template=settings.force_template,
         query_prompt=settings.query_prompt,
         doc_prompt=settings.doc_prompt,
         backend=settings.backend,
+        limit=settings.limit,
     )
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     result = bench.evaluate(ctx)
+    return result, started, round(time.perf_counter() - t0, 3)
+
+
+@dataclass
+class FirstStageAlone:
+    """The first stage of reranked columns evaluated alone, once per benchmark and shared by
+    every reranker over it: the result JSON's ``first_stage`` entry (name, kind,
+    fingerprint, metrics, per-query values, counts, seconds), so the reranker's gain is read
+    from one result and one table (`Summary.first_stage`)."""
+
+    settings: EvalSettings
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @staticmethod
+    def applies(ranker: Ranker) -> bool:
+        """A reranked column over a first stage that ranks by itself (not ``candidates``)."""
+        return ranker.reranker is not None and ranker.first_stage != "candidates"
+
+    def entry(self, ranker: Ranker, bench: Benchmark, label: str) -> dict[str, Any]:
+        if label not in self.done:
+            alone = Ranker(
+                ranker.first_stage, ranker.first_name, ranker.encoder, top_k=ranker.top_k
+            )
+            result, _, seconds = _measure(alone, bench, self.settings)
+            self.done[label] = {
+                "name": alone.name,
+                "kind": alone.first_stage,
+                "fingerprint": alone.fingerprint(bench),
+                "metrics": result.metrics,
+                "counts": result.counts,
+                "per_query": result.per_query,
+                "seconds": seconds,
+            }
+        return self.done[label]
+
+
+def run_one(
+    ranker: Ranker,
+    spec: str,
+    bench: Benchmark,
+    settings: EvalSettings,
+    out_path: Path | None,
+    first_stage: FirstStageAlone | None = None,
+) -> dict[str, Any]:
+    """Evaluate one ranker (a model, or a reranker over a first stage) on one benchmark and
+    write its JSON (or reuse a matching one); with ``out_path`` None, only return it.
+
+    A reranked column's result also holds its first stage alone (``first_stage``, from
+    ``first_stage``); an older result without it is recomputed. The mteb result files are
+    (re)written for a reused result too, and what has none is said (`write_mteb_results`).
+    """
+    data_fp = bench.fingerprint()
+    settings_dict = settings.record()
+    record = ranker.record(bench)
+    if first_stage is not None and not FirstStageAlone.applies(ranker):
+        first_stage = None
+    if out_path is not None:
+        old = _reusable(out_path, ranker.fingerprint(bench), data_fp, settings_dict, record)
+        if old is not None and (first_stage is None or "first_stage" in old):
+            write_mteb_results(old, out_path.parent.parent)
+            return old
+    result, started, seconds = _measure(ranker, bench, settings)
     payload: dict[str, Any] = {
         "benchmark": {
             "spec": spec,
@@ -177,8 +252,11 @@ def run_one(
         "per_query": result.per_query,
         "versions": versions(),
         "started_at": started,
-        "seconds": round(time.perf_counter() - t0, 3),
+        "seconds": seconds,
     }
+    if first_stage is not None:
+        payload["first_stage"] = first_stage.entry(ranker, bench, spec_label(spec))
+    payload["mteb"] = mteb_mapping(payload).summary()
     if out_path is None:
         return payload
     with AtomicJsonlWriter(out_path) as writer:
@@ -232,6 +310,7 @@ def evaluate(
                 precision=precision,
                 devices=devices,
             )
+        alone = FirstStageAlone(settings)
         for item in rerank.rerankers or [None]:
             ranker = Ranker(rerank.first_stage, first, encoder, top_k=rerank.top_k)
             if item is not None:
@@ -240,8 +319,11 @@ def evaluate(
             summary.models.append(ranker.name)
             for spec, label, bench in loaded:
                 path = _result_path(out_dir, ranker.name, label)
-                payload = run_one(ranker, spec, bench, settings, path)
+                payload = run_one(ranker, spec, bench, settings, path, alone)
                 summary.values.setdefault(ranker.name, {})[label] = payload["metrics"]
+                if "first_stage" in payload:
+                    first_metrics = payload["first_stage"]["metrics"]
+                    summary.first_stage.setdefault(ranker.name, {})[label] = first_metrics
                 summary.results.setdefault(ranker.name, {})[label] = payload
                 if path is not None:
                     summary.files.append(path)
@@ -262,6 +344,11 @@ def write_summary(summary: Summary, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with AtomicJsonlWriter(out_dir / "summary.json") as writer:
         writer.write(
-            {"models": summary.models, "benchmarks": summary.benchmarks, "values": summary.values}
+            {
+                "models": summary.models,
+                "benchmarks": summary.benchmarks,
+                "values": summary.values,
+                "first_stage": summary.first_stage,
+            }
         )
     atomic_write_text(out_dir / "summary.md", summary.table() + "\n")

@@ -21,12 +21,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from dualview.data.bm25 import BM25_KINDS, RankedIndex, bm25_index
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.schema import Document
 from dualview.errors import DataError, DualviewError
 from dualview.eval.metrics import MetricResult
+from dualview.progress import track
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.rerank import CachedReranker, rerank_top_k
 from dualview.retrieval.search import Run, rerank_run, topk_run
@@ -50,6 +52,9 @@ class BenchmarkMeta:
 FIRST_STAGES = ("model", *BM25_KINDS, "candidates")
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class EvalContext:
     """How to run a model on a benchmark.
@@ -67,6 +72,7 @@ class EvalContext:
         reranker: the second stage, which rescores the first stage's ``top_k``; None: the
             first stage's run is the result.
         top_k: documents per query the reranker rescores.
+        limit: evaluate only the first ``limit`` queries (pairs) of each set (`first`).
     """
 
     encoder: Encoder | None = None
@@ -78,8 +84,11 @@ class EvalContext:
     first_stage: str = "model"
     reranker: CachedReranker | None = None
     top_k: int = 20
+    limit: int | None = None
 
     def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise DualviewError(f"limit must be at least 1, not {self.limit}")
         if self.first_stage not in FIRST_STAGES:
             raise DualviewError(
                 f"first stage {self.first_stage!r}: use one of {', '.join(FIRST_STAGES)}"
@@ -90,6 +99,10 @@ class EvalContext:
             raise DualviewError("first stage 'candidates' needs a reranker (it scores nothing)")
         if self.top_k < 1:
             raise DualviewError(f"top_k must be at least 1, not {self.top_k}")
+
+    def first(self, items: list[T]) -> list[T]:
+        """The first ``limit`` of a set's queries (or pairs), in its order; all without one."""
+        return items[: self.limit] if self.limit is not None else items
 
     def query_text(self, query: str, instruction: str, upstream_template: str | None = None) -> str:
         template = self.query_template
@@ -228,7 +241,7 @@ def retrieve(
     doc_ids, _, index = corpus_emb or encode_corpus(ctx, corpus)
     if isinstance(index, RankedIndex):
         run: Run = {}
-        for qid, text in queries.items():
+        for qid, text in track(queries.items(), "bm25 search", len(queries)):
             scores, rows = index.top_k(text, k)
             run[qid] = {doc_ids[r]: float(v) for v, r in zip(scores, rows, strict=True)}
     else:
@@ -260,7 +273,7 @@ def rerank(
     _, row_of, index = corpus_emb
     if isinstance(index, RankedIndex):
         run: Run = {}
-        for qid, text in queries.items():
+        for qid, text in track(queries.items(), "bm25 scoring", len(queries)):
             scores = index.scores(text)
             run[qid] = {d: float(scores[row_of[d]]) for d in candidates.get(qid, ())}
     else:
