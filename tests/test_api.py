@@ -91,7 +91,7 @@ def test_synthesize_takes_dicts_returns_records_and_keeps_nothing(private_tmp, t
     assert [r.instruction for r in kept.records] == [r.instruction for r in result.records]
 
 
-def test_bad_records_backend_and_task_are_located_errors() -> None:
+def test_bad_records_backend_task_and_settings_are_one_line_errors() -> None:
     good = json.loads(ORIG.read_text().splitlines()[0])
     with pytest.raises(DataError, match=r"^records:2: query: "):
         dualview.synthesize([good, {**good, "id": "x", "query": ""}], backend="stub")
@@ -99,6 +99,8 @@ def test_bad_records_backend_and_task_are_located_errors() -> None:
         dualview.synthesize(ORIG, backend="nope")
     with pytest.raises(ConfigError, match="task 'nope': unknown"):
         dualview.synthesize(ORIG, backend="stub", task="nope")
+    with pytest.raises(ConfigError, match=r"^settings: unknown \['nope'\]; fields: query_"):
+        dualview.evaluate("embedded:minilm", PAIRED, settings={"nope": 1})
 
 
 def test_evaluate_returns_per_query_results_and_writes_only_with_out(

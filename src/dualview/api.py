@@ -22,11 +22,11 @@ import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -165,9 +165,9 @@ def read_records(source: str | PathLike[str], format: str = "dualview") -> list[
 @dataclass
 class SynthesisResult:
     """What a synthesis task produced. ``records``: its output records (for ``reverse``,
-    the dual views); ``dropped``: one row per unit that gave
-    no record, with its reason and the raw answers; ``stats``: what ``OUT.stats.json``
-    holds; ``out``: the output file, or None when nothing was kept."""
+    the dual views); ``dropped``: one row per unit that gave no record, with its reason and
+    the raw answers; ``stats``: what ``OUT.stats.json`` holds; ``out``: the output file, or
+    None when nothing was kept."""
 
     records: list[Record]
     dropped: list[dict[str, Any]]
@@ -182,7 +182,7 @@ def _backend(backend: BackendConfig | Mapping[str, Any] | str) -> BackendConfig:
         return validate_config(BackendConfig, dict(backend), "backend")
     if backend.startswith("embedded:"):
         return BackendConfig(kind="local", model=backend)
-    kinds = BackendConfig.model_fields["kind"].annotation.__args__  # type: ignore[union-attr]
+    kinds = get_args(BackendConfig.model_fields["kind"].annotation)
     if backend in kinds:
         return BackendConfig(kind=backend)  # type: ignore[arg-type]
     choices = ", ".join([*kinds, STUB_BACKEND, "embedded:NAME"])
@@ -264,6 +264,11 @@ class TrainedModel:
     _loaded: Any = field(default=None, init=False, repr=False)
 
     def __fspath__(self) -> str:
+        if self.path is None and self.interrupted:
+            raise ConfigError(
+                f"{self.output_dir}: training stopped at step {self.steps} with a checkpoint "
+                "and no saved model; continue with train(..., resume=True)"
+            )
         if self.path is None:
             raise ConfigError(f"{self.output_dir}: no saved model (not the main process)")
         return str(self.path)
@@ -413,6 +418,10 @@ def evaluate(
     from dualview.eval.two_stage import RerankSettings
 
     if isinstance(settings, Mapping):
+        known = [f.name for f in fields(EvalSettings)]
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise ConfigError(f"settings: unknown {unknown}; fields: {', '.join(known)}")
         settings = EvalSettings(**settings)
     settings = settings or EvalSettings()
     try:
