@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from dualview.cli import app
 from dualview.data.gold import iter_gold_records
 from dualview.data.jsonl import iter_records
 from dualview.io.atomic import write_jsonl
@@ -221,3 +223,29 @@ def test_self_consistency_keeps_the_first_verified_candidate(
     saved = json.loads((tmp_path / "o" / "bench.json").read_text())
     assert saved["shots"]["1"]["self_consistency"]["instances_verified"] == 4
     assert "| 1 | 3 | 0, 6, 6 | 0, 0, 4 | 4 (67%) |" in (tmp_path / "o" / "bench.md").read_text()
+
+
+def test_cli_judge_only_with_the_new_options(tmp_path: Path, gold_dir: Path) -> None:
+    script = PointwiseScript()
+    with StubServer(script) as server:
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench-synth",
+                "--backend", "openai",
+                "--model", "stub",
+                "--base-url", server.base_url,
+                "--gold-dir", str(gold_dir),
+                "--limit", "3",
+                "--set", "judge_only=true",
+                "--set", "verify.scoring=pointwise",
+                "--set", "verify.constrained=true",
+                "--set", "verify.distractors=0",
+                "--out", str(tmp_path / "cli"),
+            ],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "cli" / "bench.json").read_text())
+    assert report["shots"] == {} and report["judge"]["scoring"] == "pointwise"
+    assert script.regexes == {"reverse": set(), "judge": {YES_NO_REGEX}}
+    assert "| balanced (all four) | 12 |" in result.output

@@ -82,7 +82,10 @@ class BenchConfig(StrictModel):
     # at ``sample_temperature`` with seeds ``sampling.seed + i``; an instance is accepted when
     # the judge verifies one of its candidates, and the first verified one is kept.
     samples: int = Field(default=1, ge=1)
+
     sample_temperature: float = Field(default=0.7, gt=0, allow_inf_nan=False)
+    # Only check the judge against the gold labels (no reversal is written): ``shots`` unused.
+    judge_only: bool = False
 
 
 def _domain(record: Record) -> str:
@@ -518,7 +521,7 @@ class SynthBench:
             "config": self.config.model_dump(mode="json"),
             "shots": {},
         }
-        for shots in self.config.shots:
+        for shots in [] if self.config.judge_only else self.config.shots:
             report["shots"][str(shots)] = self.run_shots(shots, inputs)
         report["judge"] = self.run_judge(inputs)
         atomic_write_text(self.out / "bench.json", json.dumps(report, indent=2) + "\n")
@@ -628,6 +631,10 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"backend `{report['backend']['model']}`, judge `{report['judge_backend']['model']}`; "
         f"{_settings(report)}.",
         "",
+    ]
+    if not report["shots"]:
+        return "\n".join([*lines, *_judge_lines(report["judge"])])
+    lines += [
         "| shots | records | parse rate | None rate | accepted | near-copies of original "
         "| rejections | judge pass | s/record (reverse) | s/record (judge) "
         "| tokens in/out per record |",
