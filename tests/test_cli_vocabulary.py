@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,24 @@ def test_limit_must_be_positive(tmp_path, capsys) -> None:
     argv = ["reverse", str(ORIG), "-o", str(tmp_path / "o"), "--limit", "0", *LLM]
     code, _, err = invoke_in_process(argv, capsys)
     assert code == 2 and "--limit" in err
+
+
+def _counts(folder: Path) -> dict:
+    (result,) = [json.loads(p.read_text()) for p in folder.glob("bm25/*.json")]
+    return result["counts"]
+
+
+def test_eval_limit_evaluates_the_first_queries_of_each_set(tmp_path, capsys) -> None:
+    """``eval --limit N``: N pairs of a paired set, N queries of each FollowIR set; a limited
+    result is never reused for a full run (its settings say the limit)."""
+    demo = Path(__file__).resolve().parents[1] / "src" / "dualview" / "demo" / "data" / "eval"
+    base = ["eval", "--first-stage", "bm25", "-o", str(tmp_path / "e")]
+    for spec, key in (("paired", "pairs"), ("followir", "followir/queries")):
+        argv = [*base, "-b", f"{spec}={demo / spec}", "--no-embedding-cache"]
+        code, _, err = invoke_in_process([*argv, "--limit", "2"], capsys)
+        assert code == 0, err
+        assert _counts(tmp_path / "e")[key] == 2
+        code, _, err = invoke_in_process(argv, capsys)
+        assert code == 0, err
+        assert _counts(tmp_path / "e")[key] > 2  # recomputed in full, not the limited one
+        shutil.rmtree(tmp_path / "e")

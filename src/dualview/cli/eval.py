@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dualview.cli.options import Device, Devices, Precision, split_devices
+from dualview.cli.options import Device, Devices, Limit, Precision, split_devices
 from dualview.errors import ConfigError
 from dualview.eval.benchmarks import BENCHMARKS
 from dualview.eval.benchmarks.base import FIRST_STAGES
@@ -55,6 +55,7 @@ def eval_command(
             "With --reranker: the first stages (none with a BM25 or candidates --first-stage)."
         ),
     ] = None,
+    limit: Limit = None,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
     device: Device = None,
     query_template: Annotated[
@@ -112,6 +113,7 @@ def eval_command(
         doc_prompt=doc_prompt,
         backend=backend,
         batch_size=batch_size,
+        limit=limit,
     )
     rerank = RerankSettings(rerankers=list(reranker or []), first_stage=first_stage, top_k=top_k)
     summary = evaluate(

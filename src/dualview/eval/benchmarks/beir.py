@@ -52,7 +52,7 @@ class Beir(Benchmark):
         self.files.append(folder / "qrels" / f"{split}.tsv")
 
     def evaluate(self, ctx: EvalContext) -> BenchmarkResult:
-        qids = [q for q in self.data.qrels if q in self.data.queries]
+        qids = ctx.first([q for q in self.data.qrels if q in self.data.queries])
         queries = {q: self.data.queries[q] for q in qids}
         run = retrieve(ctx, queries, self.data.corpus, min(TOP_K, len(self.data.corpus)))
         result = BenchmarkResult()

@@ -122,10 +122,11 @@ class FollowIRSet:
 
     def evaluate(self, ctx: EvalContext, result: BenchmarkResult) -> None:
         score_metric = SCORE_METRIC.get(self.name, "MAP@1000")
+        qids = ctx.first(self.qids)
         texts = {
             key: {
                 q: ctx.query_text(self.queries[q]["text"], self.queries[q][f"instruction_{key}"])
-                for q in self.qids
+                for q in qids
             }
             for key in ("og", "changed")
         }
@@ -137,15 +138,15 @@ class FollowIRSet:
             p_mrr(
                 og_run,
                 new_run,
-                changed_documents({q: self.qrels_og[q] for q in self.qids}, self.qrels_changed),
+                changed_documents({q: self.qrels_og[q] for q in qids}, self.qrels_changed),
             ),
         )
-        og_scores = ir_metrics({q: self.qrels_og[q] for q in self.qids}, og_run, [score_metric])
+        og_scores = ir_metrics({q: self.qrels_og[q] for q in qids}, og_run, [score_metric])
         result.add(f"{prefix}/Score", og_scores[score_metric])
-        qrels_changed = {q: self.qrels_changed.get(q, {}) for q in self.qids}
+        qrels_changed = {q: self.qrels_changed.get(q, {}) for q in qids}
         changed_scores = ir_metrics(qrels_changed, new_run, [score_metric])
         result.add(f"{prefix}/changed {score_metric}", changed_scores[score_metric])
-        result.counts[f"{prefix}/queries"] = len(self.qids)
+        result.counts[f"{prefix}/queries"] = len(qids)
 
 
 def find_sets(root: Path) -> list[Path]:

@@ -83,7 +83,7 @@ class InfoSearchDimension:
         self.files += [folder / f"qrels_{m}" / "test.tsv" for m in self.qrels]
 
     def evaluate(self, ctx: EvalContext, result: BenchmarkResult) -> None:
-        qids = [q for q in self.queries if q in self.qrels["changed"]]
+        qids = ctx.first([q for q in self.queries if q in self.qrels["changed"]])
         corpus_emb = encode_corpus(ctx, self.corpus)
         k = min(TOP_K, len(self.corpus))
         runs = {}

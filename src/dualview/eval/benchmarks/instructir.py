@@ -92,7 +92,7 @@ class InstructIR(Benchmark):
         self.files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels/test.tsv"]
 
     def evaluate(self, ctx: EvalContext) -> BenchmarkResult:
-        qids = [q for q in self.queries if q in self.qrels]
+        qids = ctx.first([q for q in self.queries if q in self.qrels])
         texts = {q: ctx.query_text(*self.queries[q], UPSTREAM_TEMPLATE) for q in qids}
         run = retrieve(ctx, texts, self.corpus, min(TOP_K, len(self.corpus)))
         result = BenchmarkResult()

@@ -85,6 +85,8 @@ class MairTask:
         means, per_query = [], {}
         for qfile, dfile in self.splits:
             queries, qrels = read_queries(qfile)
+            queries = dict(ctx.first(list(queries.items())))
+            qrels = {q: rels for q, rels in qrels.items() if q in queries}
             docs = read_docs(dfile)
             texts = {q: ctx.query_text(t, ins, MAIR_TEMPLATE) for q, (t, ins) in queries.items()}
             run = retrieve(ctx, texts, docs, min(TOP_K, len(docs)))

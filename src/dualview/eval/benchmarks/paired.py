@@ -155,21 +155,21 @@ class PairedInstructions(Benchmark):
                 )
         self.files = [folder / "corpus.jsonl", folder / "pairs.jsonl"]
 
-    def _runs(self, ctx: EvalContext) -> dict[str, dict[str, float]]:
+    def _runs(self, ctx: EvalContext, pairs: list[Pair]) -> dict[str, dict[str, float]]:
         texts = {
             f"{p.pair_id}/{k}": ctx.query_text(s.query, s.instruction)
-            for p in self.pairs
+            for p in pairs
             for k, s in p.sides.items()
         }
         reranked = {
             q
-            for p in self.pairs
+            for p in pairs
             if p.candidates is not None
             for q in (f"{p.pair_id}/a", f"{p.pair_id}/b")
         }
         run: dict[str, dict[str, float]] = {}
         if reranked:
-            cands = {f"{p.pair_id}/{k}": p.candidates or [] for p in self.pairs for k in SIDES}
+            cands = {f"{p.pair_id}/{k}": p.candidates or [] for p in pairs for k in SIDES}
             run.update(rerank(ctx, {q: texts[q] for q in reranked}, self.corpus, cands))
         rest = {q: t for q, t in texts.items() if q not in reranked}
         if rest:
@@ -178,10 +178,11 @@ class PairedInstructions(Benchmark):
         return run
 
     def evaluate(self, ctx: EvalContext) -> BenchmarkResult:
-        run = self._runs(ctx)
+        pairs = ctx.first(self.pairs)
+        run = self._runs(ctx, pairs)
         satisfying, violating, qrels, changed = {}, {}, {}, {}
         og_run, new_run = {}, {}
-        for p in self.pairs:
+        for p in pairs:
             for k, other in (("a", "b"), ("b", "a")):
                 qid, side, opp = f"{p.pair_id}/{k}", p.sides[k], p.sides[other]
                 satisfying[qid], violating[qid] = side.satisfying, side.violating
@@ -196,8 +197,8 @@ class PairedInstructions(Benchmark):
         result.add("pairwise accuracy", accuracy)
         ndcg = ir_metrics(qrels, run, ["nDCG@10"])["nDCG@10"]
         result.add("nDCG@10", ndcg)
-        for label in sorted({p.constraint for p in self.pairs if p.constraint}):
-            ids = {p.pair_id for p in self.pairs if p.constraint == label}
+        for label in sorted({p.constraint for p in pairs if p.constraint}):
+            ids = {p.pair_id for p in pairs if p.constraint == label}
             result.add(
                 f"{label}/nDCG@10",
                 _subset(ndcg, {k for k in ndcg.per_query if k.rsplit("/", 1)[0] in ids}),
@@ -210,5 +211,5 @@ class PairedInstructions(Benchmark):
                 f"{label}/pairwise accuracy",
                 _subset(accuracy, {k for k in accuracy.per_query if k.rsplit("/", 1)[0] in ids}),
             )
-        result.counts["pairs"] = len(self.pairs)
+        result.counts["pairs"] = len(pairs)
         return result
