@@ -214,7 +214,7 @@ def synthesize(
     input_format: str = "dualview",
 ) -> SynthesisResult:
     """Run an LLM task over ``records`` (``reverse``: dual-view polarity reversal, as
-    ``dualview synth``; also ``seed``, ``poison``, ``verify``).
+    ``dualview reverse``; also ``seed``, ``poison``, ``verify``).
 
     ``backend``: a `BackendConfig` or its dict (``{"kind": "openai", "model": ...,
     "base_url": ...}``), or a name: ``local`` (the embedded Qwen2.5-Coder-0.5B), an

@@ -19,7 +19,7 @@ The source says how the table is rendered:
 - ``significance.json``: the paired-significance table
   (`dualview.report.compare.significance_table`);
 - the ``bench.json`` of ``dualview bench-synth``: its tables (`dualview.synth.bench`);
-- the ``--json`` file of ``dualview review stats``: the review statistics
+- the ``-o/--out`` file of ``dualview review stats``: the review statistics
   (`dualview.review.stats.markdown`);
 - an LLM job's ``OUT.stats.json`` (seed, synth, verify, poison): what came through and why
   the rest was dropped (`dualview.synth.job_stats`);
@@ -117,7 +117,7 @@ def _eval_folder_table(folder: Path, only: tuple[str, ...]) -> str:
 
 KINDS = (
     "this tool renders a report's report.csv or significance.json, a bench-synth bench.json, a "
-    "`dualview review stats --json` file, an LLM job's OUT.stats.json, or a folder of "
+    "`dualview review stats -o` file, an LLM job's OUT.stats.json, or a folder of "
     "`dualview eval` result files"
 )
 

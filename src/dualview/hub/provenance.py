@@ -53,7 +53,7 @@ def review_stats(path: str | Path) -> dict[str, Any]:
 
     - a verdict file (``*.jsonl``, what ``dualview review`` appends to): summarised with
       `dualview.review.stats.review_summary` (latest verdict per reviewer and item);
-    - the JSON that ``dualview review stats --json`` writes (``accuracy`` is a proportion
+    - the JSON that ``dualview review stats -o`` writes (``accuracy`` is a proportion
       ``{"k", "n", "rate", "ci95"}``);
     - a JSON file already in the card's flat form ``{"accuracy": 0.8, "ci_low": 0.7,
       "ci_high": 0.9, "n": 50}``.

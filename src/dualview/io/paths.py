@@ -14,7 +14,7 @@ An output clashes with an input when it
 - is a folder replaced as a whole (``replaced=True``, the default: a file, an export folder)
   that holds the input.
 
-Two outputs of one command that are the same path clash as well (``--cache OUT``).
+Two outputs of one command that are the same path clash as well (``--llm-cache OUT``).
 """
 
 from __future__ import annotations

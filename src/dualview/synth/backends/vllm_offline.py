@@ -30,7 +30,7 @@ def import_vllm() -> Any:
     except ImportError:
         raise BackendError(
             "backend vllm needs the vllm package on a GPU node: pip install 'dualview[vllm]' "
-            "(or use --backend openai against a running vLLM server)"
+            "(or use --llm-backend openai against a running vLLM server)"
         ) from None
 
 
