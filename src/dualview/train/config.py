@@ -118,6 +118,8 @@ class TrainConfig(StrictModel):
     # 64 or 128: a few static shapes for compile). Padding is masked: same losses.
     pad_multiple: int = Field(8, gt=0)
     epochs: int = Field(1, gt=0)
+    # Optimizer steps of the run; when set it overrides epochs, as in Hugging Face's Trainer
+    # (batches cycle over epochs as needed; the schedule is computed from it: train/schedule.py).
     max_steps: int | None = Field(None, gt=0)
     seed: int = 42
     # "auto": bf16 autocast on a GPU that supports it (else fp16), fp32 on CPU.

@@ -8,7 +8,7 @@ Every item is a key of the step's record in ``train_log.jsonl``:
 |---|---|
 | ``step 3/6`` | ``step`` (of the run's total) |
 | ``loss 0.3689`` | ``loss`` |
-| ``lr 1.8e-05`` | ``lr`` |
+| ``lr 1.8e-05`` | ``lr`` (the lr this step's update used) |
 | ``71 docs`` | ``documents_encoded`` (documents encoded in the step, all ranks' batches) |
 | ``380 tok/s`` | ``tokens_per_s`` (real, unpadded tokens per second) |
 | ``0.0 TFLOP/s`` | ``tflops`` (achieved) |

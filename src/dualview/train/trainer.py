@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, nullcontext
@@ -30,7 +31,6 @@ import yaml
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
-from transformers import get_scheduler
 
 from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
@@ -63,6 +63,13 @@ from dualview.train.loader import BatchTokenizer, PairTokenizer, prepared_batche
 from dualview.train.memory import auto_token_budget
 from dualview.train.objectives import build_objective
 from dualview.train.rerank_step import rerank_step
+from dualview.train.schedule import (
+    StepPlan,
+    build_scheduler,
+    plan_steps,
+    schedule_warnings,
+    zero_lr_steps,
+)
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 from dualview.train.step_log import format_step, read_loss_log
 
@@ -109,12 +116,6 @@ def resolve_workers(requested: int | str) -> int:
     if requested != "auto":
         return int(requested)
     return 2 if torch.cuda.is_available() else 0
-
-
-def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int):
-    warmup = config.warmup_steps or round(config.warmup_ratio * total_steps)
-    name = "constant_with_warmup" if config.schedule == "constant" else config.schedule
-    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
 
 
 def load_training_records(path: Path) -> IndexedRecords:
@@ -195,11 +196,13 @@ class Trainer:
             seed=config.seed,
             drop_last=config.data.drop_last,
         )
-        self.total_steps = self._total_steps()
+        self.plan = self._plan_steps()
+        self.total_steps = self.plan.total_steps
         self.chunking = self._chunking()
         self.meter = ThroughputMeter(peak_tflops(current_device_name()))
         self.optimizer = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, self.total_steps)
+        self._warn_schedule()
         self.scaler = torch.amp.GradScaler(
             self.accelerator.device.type, enabled=self.precision == "fp16"
         )
@@ -255,15 +258,31 @@ class Trainer:
             print(budget.describe(), flush=True)
         return Chunking(max_tokens=budget.max_tokens, pad_multiple=multiple)
 
-    def _total_steps(self) -> int:
-        per_epoch = self.stream.batches_per_epoch() // self.config.grad_accumulation_steps
-        if per_epoch == 0:
+    def _plan_steps(self) -> StepPlan:
+        """The run's steps: ``max_steps`` when set (it overrides ``epochs``), else ``epochs``
+        passes (`dualview.train.schedule.plan_steps`)."""
+        config = self.config
+        plan = plan_steps(
+            self.stream.batches_per_epoch(),
+            config.grad_accumulation_steps,
+            config.epochs,
+            config.max_steps,
+        )
+        if plan.steps_per_epoch == 0:
             raise ConfigError(
-                f"{self.config.data.train_file}: too few records for one step of "
-                f"batch_size {self.config.batch_size} x {self.config.grad_accumulation_steps}"
+                f"{config.data.train_file}: too few records for one step of "
+                f"batch_size {config.batch_size} x {config.grad_accumulation_steps}"
             )
-        total = per_epoch * self.config.epochs
-        return min(total, self.config.max_steps) if self.config.max_steps else total
+        return plan
+
+    def _warn_schedule(self) -> None:
+        """Steps at lr 0 and a ``max_steps`` beyond one pass: one warning line each on
+        stderr (every run, not once per process: a pipeline trains several)."""
+        if not self.accelerator.is_main_process:
+            return
+        zero = zero_lr_steps(self.scheduler, self.total_steps)
+        for line in schedule_warnings(self.plan, zero, str(self.config.data.train_file)):
+            print(line, file=sys.stderr, flush=True)
 
     # -- loop ------------------------------------------------------------------------------
 
@@ -320,7 +339,7 @@ class Trainer:
         return prepared_batches(
             self.stream,
             state.position,
-            self.config.epochs,
+            self.plan.epochs,
             self._batch_preparation(),
             num_workers=resolve_workers(self.config.data.num_workers),
             prefetch=self.config.data.prefetch_batches,
@@ -389,6 +408,7 @@ class Trainer:
             flops, hardware = training_flops(self.shape, stats.lengths, stats.gradcache)
             self.meter.add(stats.tokens, flops, stats.padded_tokens, hardware)
             state.epoch, state.batch_index = position.epoch, position.batch_index
+        lr = self.scheduler.get_last_lr()[0]  # the lr of this update (the scheduler steps after)
         self._apply_update()
         state.step += 1
         speed = self.meter.report()
@@ -398,7 +418,7 @@ class Trainer:
             "step": state.step,
             "epoch": state.epoch,
             "loss": sum(losses) / len(losses),
-            "lr": self.scheduler.get_last_lr()[0],
+            "lr": lr,
             "queries": queries,
             "documents_encoded": documents,
             "tokens": tokens,
