@@ -141,7 +141,8 @@ class ReadableArgument(TyperArgument):
 
 
 def readable_help(command: TyperCommand) -> None:
-    """Give every parameter of ``command`` (and of its subcommands) readable help."""
+    """Give every parameter of ``command`` (and of its subcommands) readable help. typer
+    builds the parameters; a subclass that only renders help differently takes their place."""
     for param in command.params:
         if type(param) is TyperOption:
             param.__class__ = ReadableOption
