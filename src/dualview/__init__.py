@@ -42,6 +42,7 @@ _CALLABLE_PACKAGES = ("report", "train")
 
 
 def _api() -> types.ModuleType:
+    """`dualview.api`, imported on first use."""
     return importlib.import_module("dualview.api")
 
 
@@ -49,10 +50,12 @@ class _CallableModule(types.ModuleType):
     """A subpackage that is also the API function of the same name (``dualview.train``)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the API function named like this subpackage."""
         return getattr(_api(), self.__name__.rpartition(".")[2])(*args, **kwargs)
 
     @property
     def __signature__(self) -> Any:  # what help() and notebooks show
+        """The signature of the API function (what ``help`` and notebooks show)."""
         import inspect
 
         return inspect.signature(getattr(_api(), self.__name__.rpartition(".")[2]))
@@ -63,12 +66,14 @@ class _Package(types.ModuleType):
     system sets it as an attribute) makes that subpackage callable."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """Set ``name``; a subpackage named like an API function becomes callable."""
         if name in _CALLABLE_PACKAGES and type(value) is types.ModuleType:
             value.__class__ = _CallableModule
         super().__setattr__(name, value)
 
 
 def __getattr__(name: str) -> Any:
+    """The API's names, loaded on first use (PEP 562)."""
     if name in _CALLABLE_PACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
     if name in API:
@@ -77,6 +82,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The module's names and the API's (for completion in notebooks)."""
     return sorted({*globals(), *API})
 
 

@@ -82,10 +82,12 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def _is_path(value: object) -> bool:
+    """Whether ``value`` names a file or folder (a str or an ``os.PathLike``)."""
     return isinstance(value, str | PathLike)
 
 
 def _override_list(overrides: Overrides) -> list[str]:
+    """``overrides`` as ``--set`` items (a dict's values written as JSON, which is YAML)."""
     if isinstance(overrides, Mapping):
         plain = {k: str(v) if isinstance(v, PathLike) else v for k, v in overrides.items()}
         return flag_overrides(plain)
@@ -121,6 +123,7 @@ def _config(
 
 
 def _as_record(item: Record | Mapping[str, Any], index: int) -> Record:
+    """``item`` as a `Record`; a dict that is not one is a `DataError` at ``records:INDEX``."""
     if isinstance(item, Record):
         return item
     if isinstance(item, Mapping):
@@ -176,6 +179,7 @@ class SynthesisResult:
 
 
 def _backend(backend: BackendConfig | Mapping[str, Any] | str) -> BackendConfig:
+    """The `BackendConfig` that ``backend`` (object, dict or name) stands for."""
     if isinstance(backend, BackendConfig):
         return backend
     if isinstance(backend, Mapping):
@@ -264,6 +268,7 @@ class TrainedModel:
     _loaded: Any = field(default=None, init=False, repr=False)
 
     def __fspath__(self) -> str:
+        """The saved model folder (so a `TrainedModel` is a path)."""
         if self.path is None and self.interrupted:
             raise ConfigError(
                 f"{self.output_dir}: training stopped at step {self.steps} with a checkpoint "
@@ -363,10 +368,12 @@ class EvalResults:
 
     @property
     def metrics(self) -> dict[str, dict[str, dict[str, float]]]:
+        """``metrics[model][benchmark][metric]``: the mean over queries."""
         return self._summary.values
 
     @property
     def per_query(self) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+        """``per_query[model][benchmark][metric][query_id]``: each query's value."""
         return {
             model: {bench: result["per_query"] for bench, result in by_bench.items()}
             for model, by_bench in self.results.items()
@@ -378,10 +385,12 @@ class EvalResults:
 
 
 def _model_name(model: ModelLike) -> str:
+    """The name or path the library takes for ``model``."""
     return model.__fspath__() if isinstance(model, TrainedModel) else str(model)
 
 
 def _names(items: ModelLike | Sequence[ModelLike] | None) -> list[str]:
+    """`_model_name` of one model or of each of a list (None: none)."""
     if items is None:
         return []
     if isinstance(items, str | PathLike):
@@ -509,12 +518,16 @@ class ExperimentRun:
     report: Path | None
 
     def __fspath__(self) -> str:
+        """The run folder (so an `ExperimentRun` is a path)."""
         return str(self.run_dir)
 
 
 def _experiment(experiment: ConfigLike, overrides: Overrides) -> Experiment:
-    from dualview.pipeline.experiment import Experiment
+    """``experiment`` (object, dict or YAML file) as an `Experiment` with ``overrides``."""
+    from dualview.pipeline.experiment import Experiment, load_experiment
 
+    if _is_path(experiment):  # as `dualview run`: errors name the file
+        return load_experiment(experiment, _override_list(overrides))  # type: ignore[arg-type]
     if isinstance(experiment, Experiment) and not overrides:
         return experiment
     return _config(Experiment, experiment, overrides).located("experiment")
@@ -557,12 +570,14 @@ def run_experiment(
 
 
 def _pairs(pairs: Sequence[str | tuple[str, str]] | None) -> list[tuple[str, str]] | None:
+    """``"ARM:CONTROL"`` strings or tuples as pairs (None stays None: the defaults)."""
     if pairs is None:
         return None
     return [parse_pair(p) if isinstance(p, str) else (p[0], p[1]) for p in pairs]
 
 
 def _report_folder(item: str | PathLike[str] | ExperimentRun | EvalResults) -> Path:
+    """The folder a report reads for ``item``; in-memory results have none."""
     if isinstance(item, EvalResults):
         if item.out is None:
             raise ConfigError("report: evaluate(..., out=FOLDER) first; a report reads files")
