@@ -19,6 +19,7 @@ COLORS = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 LABEL_CHARS = 36  # a difference panel's "arm - control" label wraps after this many characters
+ROW_CHARS = 64  # a configuration name wraps after this many characters (once per panel row)
 FIGURE_RESAMPLES = 2_000  # bootstrap resamples of a figure's CI (the tables' tests use more)
 
 
@@ -51,6 +52,13 @@ def _suptitle(fig: Any, text: str, fontsize: float = 9) -> None:
     chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
     lines = [part for line in text.split("\n") for part in textwrap.wrap(line, chars)]
     fig.suptitle("\n".join(lines), fontsize=fontsize)
+
+
+def _few_ticks(axis: Any) -> None:
+    """At most about 6 tick labels on a value axis, so narrow panels stay legible."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
 
 
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
@@ -97,6 +105,7 @@ def _difference_panel(ax, comparisons: list[PairedComparison]) -> None:
     ax.margins(x=0.2)
     if max(max(abs(c.ci_low), abs(c.ci_high)) for c in comparisons) < 1e-9:
         ax.set_xlim(-1, 1)  # every difference is 0: a readable axis, not one of width 1e-17
+    _few_ticks(ax.xaxis)
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("arm - control (points of the table's x100 scale)", fontsize=8)
 
@@ -188,10 +197,11 @@ def _metric_panel(ax, rows: list[ConfigResult], column: str) -> set[str]:
             va="center",
             fontsize=8,
         )
-    ax.set_yticks(range(len(rows)), [_wrapped(r.name) for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [_wrapped(r.name, ROW_CHARS) for r in rows], fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.margins(x=0.25)
     ax.grid(axis="x", alpha=0.3)
+    _few_ticks(ax.xaxis)
     ax.set_title(column, fontsize=10)
     ax.set_xlabel(axis_label(column), fontsize=8)
     return kinds
@@ -210,11 +220,17 @@ def metric_figure(rows: list[ConfigResult]) -> Any | None:
         return None
     plt = _pyplot()
     n_rows, n_cols = _grid(len(columns))
-    label_chars = max(min(len(r.name), LABEL_CHARS) for r in rows)
-    lines = max(_wrapped(r.name).count("\n") + 1 for r in rows)
-    width, height = 3.6 + 0.065 * label_chars, 1.3 + 0.32 * len(rows) * (lines + 0.4)
-    size = (max(width * n_cols, 6.5), height * n_rows + 0.7)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
+    label_chars = max(min(len(r.name), ROW_CHARS) for r in rows)
+    lines = max(_wrapped(r.name, ROW_CHARS).count("\n") + 1 for r in rows)
+    row_height = 0.12 + 0.14 * lines  # inches per configuration
+    size = (
+        max(0.065 * label_chars + 3.2 * n_cols, 6.5),
+        (1.0 + row_height * len(rows)) * n_rows + 0.7,
+    )
+    # the panels of a row share their configurations: their names once, on the left
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=size, squeeze=False, sharey="row", layout="constrained"
+    )
     kinds: set[str] = set()
     for ax, column in zip(axes.flat, columns, strict=False):
         kinds |= _metric_panel(ax, rows, column)
@@ -372,7 +388,7 @@ def loss_figure(rows: list[ConfigResult], smooth: int = 10) -> Any | None:
     smoothing = (
         f"\nsolid: moving average over {max(windows)} steps; faint: each step"
         if max(windows) > 1
-        else " (each step)"
+        else ""
     )
     runs = max((row.runs for row in rows), default=1)
     mean = f", mean over {runs} runs" if runs > 1 else ""
