@@ -98,9 +98,10 @@ def schedule_warnings(plan: StepPlan, zero_steps: list[int], data: str) -> list[
             "with optim.warmup_steps and optim.warmup_ratio 0 every step trains"
         )
     if plan.max_steps is not None and plan.total_steps > plan.steps_per_epoch:
+        per_epoch = plan.steps_per_epoch
         lines.append(
             f"warning: {data}: max_steps {plan.total_steps} is more than one pass over the "
-            f"data ({plan.steps_per_epoch} steps per epoch): training runs "
+            f"data ({per_epoch} step{'s' if per_epoch != 1 else ''} per epoch): training runs "
             f"{plan.epochs_of_data:.3g} epochs"
         )
     return lines
