@@ -89,6 +89,8 @@ def test_synthesize_takes_dicts_returns_records_and_keeps_nothing(private_tmp, t
     assert kept.out == tmp_path / "dv.jsonl" and kept.out.is_file()
     assert (tmp_path / "dv.jsonl.stats.json").is_file()
     assert [r.instruction for r in kept.records] == [r.instruction for r in result.records]
+    first = dualview.synthesize(ORIG, backend="stub", limit=2)
+    assert [r.parent_id for r in first.records] == [row["id"] for row in rows[:2]]
 
 
 def test_bad_records_backend_task_and_settings_are_one_line_errors() -> None:
@@ -118,6 +120,8 @@ def test_evaluate_returns_per_query_results_and_writes_only_with_out(
     (path,) = written.files
     assert json.loads(path.read_text())["per_query"] == per_query
     assert (tmp_path / "eval" / "summary.md").read_text().strip() == written.table()
+    first = dualview.evaluate(tiny, PAIRED, limit=1).per_query[model]["paired"]["p-MRR"]
+    assert {key.split("/")[0] for key in first} == {"p1"}  # the first pair only
 
 
 def test_train_checks_the_config_before_writing_records(tmp_path) -> None:

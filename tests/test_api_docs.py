@@ -49,3 +49,4 @@ def test_the_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     assert (run.run_dir / "stages.json").is_file() and run.report is not None
     assert files.markdown.is_file() and "| Ins-DV |" in files.markdown.read_text()
     assert "p-MRR" in out and "eval-out" in out
+    assert len(namespace["mined"].records) == 8  # limit=8 of the fixture's 20

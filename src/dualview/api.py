@@ -22,7 +22,7 @@ import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from os import PathLike
 from pathlib import Path
@@ -216,6 +216,7 @@ def synthesize(
     overrides: Overrides = (),
     out: str | PathLike[str] | None = None,
     input_format: str = "dualview",
+    limit: int | None = None,
 ) -> SynthesisResult:
     """Run an LLM task over ``records`` (``reverse``: dual-view polarity reversal, as
     ``dualview reverse``; also ``seed``, ``poison``, ``verify``).
@@ -228,7 +229,7 @@ def synthesize(
     (`dualview.synth.jobs`: sampling, runner, task settings) as object, dict or YAML;
     ``overrides`` as ``--set``. ``out``: keep the output file there (with its side files
     and the LLM cache, so a rerun resumes); None: a temporary folder, removed afterwards.
-    Wraps `dualview.synth.jobs.run_job`.
+    ``limit``: only the first N records (``--limit``). Wraps `dualview.synth.jobs.run_job`.
     """
     from dualview.synth.jobs import run_job
 
@@ -239,7 +240,7 @@ def synthesize(
         with tempfile.TemporaryDirectory(prefix="dualview-in-") as folder:
             source = _records_file(records, Path(folder))
             fmt = input_format if _is_path(records) else "dualview"  # objects: written as JSONL
-            stats = run_job(task, config, source, path, fmt)
+            stats = run_job(task, config, source, path, fmt, limit=limit)
         dropped = [row for _, row in iter_json_lines(side_path(path, "dropped.jsonl"))]
         return SynthesisResult(
             records=list(iter_records(path)),
@@ -411,6 +412,7 @@ def evaluate(
     precision: str = "auto",
     devices: Sequence[str] | None = None,
     cache: bool = True,
+    limit: int | None = None,
 ) -> EvalResults:
     """Evaluate ``models`` (a `TrainedModel`, a folder, a Hub name, ``embedded:minilm``, or
     a list) on ``benchmarks`` (specs ``KIND[:SUBSETS][=PATH]`` as ``dualview eval -b``).
@@ -420,7 +422,8 @@ def evaluate(
     (The embedding cache is kept as always; ``cache=False`` leaves it alone.)
     ``rerankers``, ``first_stage``, ``top_k``: two-stage evaluation as ``--reranker``,
     ``--first-stage``, ``--top-k``. ``settings``: `EvalSettings` or its dict (query
-    template, prompts, search backend, batch size). Wraps `dualview.eval.run.evaluate`.
+    template, prompts, search backend, batch size). ``limit``: only the first N queries
+    (pairs) of each set (``--limit``). Wraps `dualview.eval.run.evaluate`.
     """
     from dualview.eval.run import EvalSettings
     from dualview.eval.run import evaluate as run_evaluation
@@ -433,6 +436,8 @@ def evaluate(
             raise ConfigError(f"settings: unknown {unknown}; fields: {', '.join(known)}")
         settings = EvalSettings(**settings)
     settings = settings or EvalSettings()
+    if limit is not None:
+        settings = replace(settings, limit=limit)
     try:
         check_query_template(settings.query_template)
     except ValueError as exc:
@@ -482,13 +487,14 @@ def mine(
     config: ConfigLike | None = None,
     overrides: Overrides = (),
     out: str | PathLike[str] | None = None,
+    limit: int | None = None,
 ) -> MiningResult:
     """Mine hard negatives for ``records`` with false-negative protection, as
     ``dualview mine``: ``model`` searches ``corpus`` (a BEIR folder or ``corpus.jsonl``;
     default: the records' own documents). ``config``: `MineConfig` (object, dict or YAML;
     e.g. ``num_negatives``, ``rank_start``, ``select``), ``overrides`` as ``--set``.
-    ``out``: keep the output file (and its manifest) there; None: nothing kept.
-    Wraps `dualview.retrieval.mine.mine_file`.
+    ``out``: keep the output file (and its manifest) there; None: nothing kept. ``limit``:
+    only the first N records (``--limit``). Wraps `dualview.retrieval.mine.mine_file`.
     """
     from dualview.retrieval.mine import mine_file
 
@@ -499,7 +505,7 @@ def mine(
         tempfile.TemporaryDirectory(prefix="dualview-in-") as folder,
     ):
         source = _records_file(records, Path(folder))
-        result = mine_file(source, path, settings, corpus=corpus)
+        result = mine_file(source, path, settings, corpus=corpus, limit=limit)
         mined = list(iter_records(path))
     return MiningResult(mined, result.stats, result.manifest, None if out is None else path)
 
