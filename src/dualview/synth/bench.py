@@ -86,6 +86,9 @@ class BenchConfig(StrictModel):
     sample_temperature: float = Field(default=0.7, gt=0, allow_inf_nan=False)
     # Only check the judge against the gold labels (no reversal is written): ``shots`` unused.
     judge_only: bool = False
+    # The judge's verdicts on the reversals count only when its balanced accuracy on the gold
+    # check reaches this (the report says whether it did).
+    trust_balanced_accuracy: float = Field(default=0.75, ge=0, le=1)
 
 
 def _domain(record: Record) -> str:
@@ -521,9 +524,13 @@ class SynthBench:
             "config": self.config.model_dump(mode="json"),
             "shots": {},
         }
+        judge = self.run_judge(inputs)  # checked first: its verdicts below count only if trusted
+        score = judge["balanced_accuracy"]
+        judge["trusted"] = score is not None and score >= self.config.trust_balanced_accuracy
+        judge["trust_balanced_accuracy"] = self.config.trust_balanced_accuracy
         for shots in [] if self.config.judge_only else self.config.shots:
             report["shots"][str(shots)] = self.run_shots(shots, inputs)
-        report["judge"] = self.run_judge(inputs)
+        report["judge"] = judge
         atomic_write_text(self.out / "bench.json", json.dumps(report, indent=2) + "\n")
         atomic_write_text(self.out / "bench.md", markdown_table(report))
         return report
@@ -574,6 +581,21 @@ def _self_consistency_lines(report: dict[str, Any]) -> list[str]:
             f"| {_num(sc['seconds_per_record'])} |"
         )
     return [*lines, ""]
+
+
+def _trust_line(report: dict[str, Any]) -> list[str]:
+    """Whether the judge passed its gold check (reports written before it say nothing)."""
+    judge = report["judge"]
+    if "trusted" not in judge:
+        return []
+    bar = _pct(judge["trust_balanced_accuracy"])
+    if judge["trusted"]:
+        return [f"Judge trusted: balanced accuracy on the gold check >= {bar}.", ""]
+    return [
+        f"Judge NOT trusted: balanced accuracy on the gold check below {bar}, so its verdicts "
+        "on the reversals above are no evidence of their quality.",
+        "",
+    ]
 
 
 def _judge_lines(judge: dict[str, Any]) -> list[str]:
@@ -633,7 +655,7 @@ def markdown_table(report: dict[str, Any]) -> str:
         "",
     ]
     if not report["shots"]:
-        return "\n".join([*lines, *_judge_lines(report["judge"])])
+        return "\n".join([*lines, *_judge_lines(report["judge"]), *_trust_line(report)])
     lines += [
         "| shots | records | parse rate | None rate | accepted | near-copies of original "
         "| rejections | judge pass | s/record (reverse) | s/record (judge) "
@@ -651,4 +673,5 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {_num(m['tokens_in_per_record'])} / {_num(m['tokens_out_per_record'])} |"
         )
     lines.append("")
-    return "\n".join([*lines, *_self_consistency_lines(report), *_judge_lines(report["judge"])])
+    judge = _judge_lines(report["judge"])
+    return "\n".join([*lines, *_self_consistency_lines(report), *judge, *_trust_line(report)])
