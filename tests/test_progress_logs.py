@@ -20,6 +20,10 @@ from dualview.errors import DualviewError
 from dualview.eval.run import evaluate
 from dualview.progress import make_progress, track
 from dualview.retrieval.mine import MineConfig, mine_file
+from dualview.synth.reverse import ReverseTask
+from dualview.synth.testing import StubServer
+from tests.test_synth_runner import FIXTURE as SYNTH_FIXTURE
+from tests.test_synth_runner import run_task
 from tests.train_tiny import make_tiny_encoder
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "eval"
@@ -155,3 +159,13 @@ def test_outside_a_terminal_datasets_bars_are_turned_off(monkeypatch) -> None:
         datasets.enable_progress_bars()
         enable_progress_bars()
         transformers_logging.enable_progress_bar()
+
+
+def test_a_synthesis_run_reports_its_units(log_lines, tmp_path: Path, capsys) -> None:
+    """The runner's display (`make_progress`) prints lines in a log: units answered of the
+    input's, with the outcome counts as status."""
+    with StubServer() as server:
+        run_task(ReverseTask(), server.base_url, SYNTH_FIXTURE, tmp_path / "dv.jsonl")
+    lines = progress_lines(capsys.readouterr().err)
+    assert lines and lines[-1]["done"] == lines[-1]["total"] == "20"
+    assert all(m["what"].startswith("reverse") for m in lines)
