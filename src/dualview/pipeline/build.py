@@ -360,6 +360,7 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
         for part in summaries:  # one summary of every column, whichever call produced it
             summary.benchmarks = part.benchmarks
             summary.values.update(part.values)
+            summary.first_stage.update(part.first_stage)  # reranked columns' first stage alone
             summary.files += part.files
         write_summary(summary, folder)
         return {"models": len(configurations), "benchmarks": summary.benchmarks}
