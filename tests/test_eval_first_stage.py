@@ -16,7 +16,7 @@ import pytest
 from dualview.eval import run as run_module
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
-from dualview.report.collect import eval_file_row
+from dualview.report.collect import eval_file_row, eval_folder_rows
 from tests.test_eval_rerank import FIX, Overlap, write_pairs
 
 
@@ -59,6 +59,11 @@ def test_a_reranked_result_holds_its_first_stage_alone(tmp_path: Path, monkeypat
     # The report reads these results as before: the reranked column's numbers.
     row = eval_file_row("reverse", out / "reverse@bm25" / "paired.json")
     assert row.metrics["paired p-MRR"] == pytest.approx(-50.0)
+    # On the eval folder it shows the first stage alone as a row of its own, once.
+    rows = eval_folder_rows(out)
+    assert [r.name for r in rows] == ["bm25", "reverse@bm25", "same@bm25"]
+    assert rows[0].metrics["paired p-MRR"] == pytest.approx(50.0)
+    assert rows[0].query_values and rows[0].query_values != rows[1].query_values  # per query
 
 
 def test_an_older_reranked_result_without_first_stage_is_recomputed(tmp_path: Path) -> None:

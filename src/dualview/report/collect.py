@@ -226,9 +226,34 @@ def model_folder_row(folder: Path) -> ConfigResult:
     return row
 
 
+def first_stage_row(folder: Path) -> ConfigResult | None:
+    """The first stage alone of a reranked model's folder (its results' ``first_stage``
+    entries, `dualview.eval.run.FirstStageAlone`) as a row named by it; None without."""
+    row = None
+    for path in sorted(folder.glob("*.json")):
+        payload = read_json_file(path)
+        first = payload.get("first_stage") if isinstance(payload, dict) else None
+        if isinstance(first, dict):
+            row = row or ConfigResult(str(first.get("name") or "first stage"))
+            add_payload(row, {**payload, **first, "benchmark": payload["benchmark"]})
+    return row
+
+
 def eval_folder_rows(folder: Path) -> list[ConfigResult]:
-    """Report rows of a `dualview eval` result folder, one per model (`model_folder_row`)."""
-    return [model_folder_row(d) for d in _model_folders(folder)]
+    """Report rows of a `dualview eval` result folder, one per model (`model_folder_row`),
+    each reranked model preceded by its first stage alone (`first_stage_row`) unless the
+    folder holds that model's own results."""
+    folders = _model_folders(folder)
+    rows = [model_folder_row(d) for d in folders]
+    names = {row.name for row in rows}
+    out: list[ConfigResult] = []
+    for model_folder, row in zip(folders, rows, strict=True):
+        first = first_stage_row(model_folder)
+        if first is not None and first.name not in names:
+            names.add(first.name)
+            out.append(first)
+        out.append(row)
+    return out
 
 
 def collect_rows(
