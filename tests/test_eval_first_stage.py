@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dualview.errors import DataError
 from dualview.eval import run as run_module
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
@@ -92,3 +93,16 @@ def test_first_stages_alone_have_no_first_stage_entry(tmp_path: Path) -> None:
     summary = evaluate([], [spec], out, rerank=reranked)
     assert "first_stage" not in _result(out, "o@candidates", "followir")
     assert not any("(first stage)" in metric for _, metric, _ in summary.rows())
+
+
+def test_a_damaged_first_stage_entry_is_one_located_error(tmp_path: Path) -> None:
+    pairs = write_pairs(tmp_path / "pairs")
+    out = tmp_path / "out"
+    settings = RerankSettings([Overlap(sign=-1.0, name="reverse")], "bm25", top_k=2)
+    evaluate([], [f"paired={pairs}"], out, rerank=settings)
+    path = out / "reverse@bm25" / "paired.json"
+    payload = json.loads(path.read_text())
+    payload["first_stage"]["metrics"] = None
+    path.write_text(json.dumps(payload))
+    with pytest.raises(DataError, match=r"paired\.json: json: first_stage: not a dualview"):
+        eval_folder_rows(out)

@@ -235,7 +235,11 @@ def first_stage_row(folder: Path) -> ConfigResult | None:
         first = payload.get("first_stage") if isinstance(payload, dict) else None
         if isinstance(first, dict):
             row = row or ConfigResult(str(first.get("name") or "first stage"))
-            add_payload(row, {**payload, **first, "benchmark": payload["benchmark"]})
+            try:
+                add_payload(row, {**payload, **first, "benchmark": payload["benchmark"]})
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                why = f"first_stage: not a dualview eval result ({exc!r})"
+                raise DataError(path, None, "json", why) from None
     return row
 
 
