@@ -118,10 +118,12 @@ def test_an_mteb_folder_is_an_arm_with_the_same_columns(
 
 
 @pytest.mark.usefixtures("no_figures")
-def test_an_mteb_folder_as_mteb_writes_it(evals: dict[str, Path], tmp_path: Path) -> None:
-    """mteb's own layout (results/<org__model>/<revision>/), its ``og`` scores giving each
-    set's Score; a task the report has no column for is skipped with a warning."""
-    folder = tmp_path / "results" / "org__public-model" / "abc123"
+def test_an_mteb_folder_as_mteb_writes_it(
+    evals: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """mteb's own layout (its cache: results/<org__model>/<revision>/), its ``og`` scores
+    giving each set's Score; a task the report has no column for is skipped with a warning."""
+    folder = tmp_path / "cache" / "results" / "org__public-model" / "abc123"
     folder.mkdir(parents=True)
     scores = {
         "Robust04InstructionRetrieval": (0.10, {"map_at_1000": 0.30}),
@@ -133,10 +135,13 @@ def test_an_mteb_folder_as_mteb_writes_it(evals: dict[str, Path], tmp_path: Path
     other = task_result("SciFact", 0.7, {"ndcg_at_10": 0.7}, 1.0)
     (folder / "SciFact.json").write_text(json.dumps(other))
     (folder / "model_meta.json").write_text(json.dumps({"name": "org/public-model"}))
-    files = report_runs([tmp_path / "results", evals["mine"]], tmp_path / "r", FAST)
+    files = report_runs([tmp_path / "cache", evals["mine"]], tmp_path / "r", FAST)
     row = _table(files.markdown.parent)["org/public-model"]
     assert row["FollowIR p-MRR"] == "4.00"  # (10 - 2) / 2, x100 like ours
     assert row["FollowIR Score"] == "40.00"  # MAP@1000 of Robust04, nDCG@5 of News21
+    assert f"{folder / 'SciFact.json'}: mteb task 'SciFact' has no report column" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_folder_that_is_neither_is_one_located_error(

@@ -3,11 +3,12 @@ and mteb itself writes for the same tasks, read back into dualview's metrics.
 
 A folder is an mteb model's results when it holds ``model_meta.json`` beside one
 ``<Task>.json`` (mteb's ``TaskResult``) per task; a report argument may be that folder, the
-model's folder above it (one per revision) or a results root (``OUT/mteb``, mteb's
-``results``), which gives one arm per model. Read: FollowIR's sets (``p-MRR``, mteb's
-fraction, shown x100; the set's Score from the original-instruction run, ``og`` in mteb 2,
-``individual.original`` in mteb 1) and InstructIR (nDCG@10, Robustness@10). mteb files hold
-no per-query values, so their columns get no paired test (the report says why).
+model's folder above it (one per revision), a results root (``OUT/mteb``, mteb's
+``results``) or mteb's cache folder above it, which give one arm per model. Read:
+FollowIR's sets (``p-MRR``, mteb's fraction, shown x100; the set's Score from the
+original-instruction run, ``og`` in mteb 2, ``individual.original`` in mteb 1) and
+InstructIR (nDCG@10, Robustness@10). mteb files hold no per-query values, so their columns
+get no paired test (the report says why).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ READ_TASKS = (*FOLLOWIR_SETS, INSTRUCTIR_TASK)
 
 def mteb_model_folders(folder: Path) -> list[Path]:
     """The mteb model result folders (``model_meta.json``) that ``folder`` is or holds, up
-    to two levels down (results root / model / revision), sorted."""
-    for pattern in ("", "*/", "*/*/"):
+    to three levels down (mteb's cache / ``results`` / model / revision), the shallowest
+    found, sorted."""
+    for pattern in ("", "*/", "*/*/", "*/*/*/"):
         found = sorted(p.parent for p in folder.glob(pattern + MTEB_MODEL_META))
         if found:
             return found
