@@ -87,7 +87,9 @@ def report_runs(
 ) -> ReportFiles:
     """Tables and plots for one run folder (default output ``RUN_DIR/report``), or for
     several runs of the same experiment (seeds): mean ± standard deviation per metric;
-    paired significance and error analysis per ``options`` (seeds pooled by query)."""
+    paired significance and error analysis per ``options`` (seeds pooled by query). Given
+    any folder that is not a run folder (a `dualview eval` or mteb result folder), each
+    folder's rows are arms of one report instead (`report_arms`)."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
     if not all((Path(d) / STAGES).is_file() for d in run_dirs):
