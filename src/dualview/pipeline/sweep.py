@@ -58,7 +58,8 @@ from dualview.lock import LOCK_FILE, LockedError, exclusive, folder_lock
 from dualview.pipeline.build import build_pipeline, resolve_stages
 from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.runner import run_experiment
-from dualview.pipeline.stages import Pipeline
+from dualview.pipeline.stages import Pipeline, read_done
+from dualview.progress import clock_text
 from dualview.report.sweep_report import SweepArm, SweepManifest, write_manifest
 
 SWEEP_KEY = "sweep"
@@ -403,25 +404,145 @@ def status_counts(pipeline: Pipeline) -> dict[str, int]:
     return counts
 
 
+#: A stage folder's name: ``<stage name>-<first 12 hex digits of its key>``.
+_STAGE_FOLDER = re.compile(r"(?P<name>.+)-[0-9a-f]{12}")
+
+
+def recorded_seconds(run_dirs: list[Path]) -> dict[str, dict[str, float]]:
+    """Stage name -> key -> seconds of every finished stage (``.done.json``) in ``run_dirs``;
+    a folder copied between arms has its original's key and counts once."""
+    seconds: dict[str, dict[str, float]] = {}
+    for run_dir in run_dirs:
+        for folder in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
+            match = _STAGE_FOLDER.fullmatch(folder.name)
+            done = read_done(folder) if match and folder.is_dir() else {}
+            if isinstance(done.get("seconds"), int | float):
+                seconds.setdefault(match["name"], {})[done["key"]] = float(done["seconds"])
+    return seconds
+
+
+@dataclass
+class StageTimings:
+    """Recorded stage timings of a sweep's existing run folders: an arm's own runs (other
+    seeds) first, else every arm's."""
+
+    by_arm: dict[str, dict[str, dict[str, float]]]
+    overall: dict[str, dict[str, float]]
+
+    @classmethod
+    def of(cls, sweep: Sweep) -> StageTimings:
+        labels = {run.label for run in sweep.runs}
+        by_arm = {
+            label: recorded_seconds([r.run_dir for r in sweep.runs if r.label == label])
+            for label in labels
+        }
+        return cls(by_arm, recorded_seconds([r.run_dir for r in sweep.runs]))
+
+    def seconds(self, label: str, stage: str) -> float | None:
+        """The mean recorded time of ``stage`` (None: no timing recorded)."""
+        found = self.by_arm.get(label, {}).get(stage) or self.overall.get(stage)
+        return sum(found.values()) / len(found) if found else None
+
+
+#: What a dry run says each stage will do: its `PlannedStage.status`, except that a pending
+#: stage an earlier arm of the sweep runs (same name and key) is copied, not run.
+WILL = {"cached": "cached", "reusable": "copy", "partial": "resume", "pending": "run"}
+
+
+@dataclass
+class ArmPlan:
+    """What running one arm run will really do: stages by what happens to them, and the
+    estimated seconds of those that run (``untimed``: stages to run with no timing)."""
+
+    run: ArmRun
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    untimed: list[str] = field(default_factory=list)
+
+    @property
+    def to_run(self) -> int:
+        return self.counts.get("run", 0) + self.counts.get("resume", 0)
+
+
+def plan_sweep(sweep: Sweep, build: Builder = build_pipeline) -> list[ArmPlan]:
+    """Each arm run's stages as a run in order will treat them: cached ones skipped, a stage
+    that another arm has finished or runs earlier in this sweep copied (shared stages run
+    once), the rest run or resumed, each estimated from `StageTimings`."""
+    timings = StageTimings.of(sweep)
+    produced: set[tuple[str, str]] = set()
+    plans = []
+    for run in sweep.runs:
+        plan = ArmPlan(run)
+        for item in build(run.experiment, _others(sweep, run)).plan():
+            will = WILL[item.status]
+            if will == "run" and (item.stage.name, item.key) in produced:
+                will = "copy"
+            produced.add((item.stage.name, item.key))
+            plan.counts[will] = plan.counts.get(will, 0) + 1
+            if will in ("run", "resume"):
+                _add_time(plan, timings.seconds(run.label, item.stage.name), item.stage.name)
+        plans.append(plan)
+    return plans
+
+
+def _add_time(plan: ArmPlan, seconds: float | None, stage: str) -> None:
+    if seconds is None:
+        plan.untimed.append(stage)
+    else:
+        plan.seconds += seconds
+
+
+def time_text(seconds: float, untimed: list[str], to_run: int) -> str:
+    """``0:12:30``, ``0:12:30 + 2 untimed``, ``no timing recorded`` or ``-`` (nothing runs)."""
+    if not to_run:
+        return "-"
+    if len(untimed) == to_run:
+        return "no timing recorded"
+    return clock_text(seconds) + (f" + {len(untimed)} untimed" if untimed else "")
+
+
+def _summary(plans: list[ArmPlan]) -> str:
+    """The whole sweep: stages that run, are copied, skipped, and the estimated time."""
+    total = {w: sum(p.counts.get(w, 0) for p in plans) for w in ("run", "resume", "copy")}
+    cached = sum(p.counts.get("cached", 0) for p in plans)
+    untimed = sorted({stage for p in plans for stage in p.untimed})
+    to_run = sum(p.to_run for p in plans)
+    if not to_run:
+        estimate = "-"
+    elif sum(len(p.untimed) for p in plans) == to_run:
+        estimate = "no timing recorded"
+    else:
+        estimate = clock_text(sum(p.seconds for p in plans)) + (
+            f" for the timed stages (no timing recorded for {', '.join(untimed)})"
+            if untimed
+            else ""
+        )
+    return (
+        f"will run {total['run']} stages and resume {total['resume']}; "
+        f"{total['copy']} shared stages copied, {cached} cached; estimated time: {estimate}"
+    )
+
+
 def grid_table(sweep: Sweep, build: Builder = build_pipeline) -> Table:
-    """The grid with each arm run's stages by status (what is cached, what would run)."""
+    """The grid with what each arm run will really do (`plan_sweep`): stages cached, copied
+    from another arm (shared stages run once), resumed or run, and the estimated time from
+    the stage timings already recorded in the sweep's run folders."""
+    plans = plan_sweep(sweep, build)
     table = Table(
         title=f"sweep {sweep.name}: {len(sweep.runs)} runs",
-        caption=f"run folders: {sweep.sweep_dir}/<arm>/seed=<seed>",
+        caption=f"run folders: {sweep.sweep_dir}/<arm>/seed=<seed>\n{_summary(plans)}",
     )
     table.add_column("arm", overflow="fold")
-    for column in ("seed", "stages", "cached", "to copy", "to resume", "to run"):
+    for column in ("seed", "stages", "cached", "to copy", "to resume", "to run", "est. time"):
         table.add_column(column, justify="right")
-    for run in sweep.runs:
-        counts = status_counts(build(run.experiment, _others(sweep, run)))
+    for plan in plans:
+        run, counts = plan.run, plan.counts
         table.add_row(
             run.label or "default",
             "-" if run.seed is None else str(run.seed),
             str(sum(counts.values())),
-            str(counts.get("cached", 0)),
-            str(counts.get("reusable", 0)),
-            str(counts.get("partial", 0)),
-            str(counts.get("pending", 0)),
+            *(str(counts.get(will, 0)) for will in ("cached", "copy", "resume", "run")),
+            time_text(plan.seconds, plan.untimed, plan.to_run),
         )
     return table
 
