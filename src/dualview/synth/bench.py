@@ -297,13 +297,13 @@ def balanced(positive: dict[str, Any], negative: dict[str, Any]) -> dict[str, An
     accuracies, which is one proportion (correct of both) when the checks are equally big;
     otherwise the interval is left out."""
     accs = [positive["accuracy"], negative["accuracy"]]
-    value = round(sum(accs) / 2, 4) if None not in accs else None
+    if None in accs:
+        return {"balanced_accuracy": None, "balanced_ci95": None}
     n_pos, n_neg = positive["units"], negative["units"]
-    ci = None
-    if value is not None and n_pos == n_neg:
-        correct = round(positive["accuracy"] * n_pos) + round(negative["accuracy"] * n_neg)
-        ci = proportion(correct, n_pos + n_neg)["ci95"]
-    return {"balanced_accuracy": value, "balanced_ci95": ci}
+    if n_pos != n_neg:
+        return {"balanced_accuracy": round(sum(accs) / 2, 4), "balanced_ci95": None}
+    both = proportion(round(accs[0] * n_pos) + round(accs[1] * n_neg), n_pos + n_neg)
+    return {"balanced_accuracy": both["accuracy"], "balanced_ci95": both["ci95"]}
 
 
 def pointwise_judge(stats: dict[str, Any], out: Path) -> dict[str, Any]:
