@@ -42,36 +42,47 @@ def _result(tmp_path: Path, name: str, mean: float, seed: int) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """File name -> the matplotlib figure `write_report` saved under it."""
-    tmp_path = tmp_path_factory.mktemp("figures")
+def _report_figures(tmp_path: Path, options: ReportOptions) -> dict[str, Any]:
+    """File name -> the matplotlib figure `write_report` saved under it, and the rows."""
     rows = []
     for seed, (name, mean) in enumerate(MEANS.items()):
         rows.append(eval_file_row(name, _result(tmp_path, name, mean, seed)))
     for k, row in enumerate(rows[1:]):
         row.loss_curve = [(s, 2.0 / s + 0.1 * k + 0.05 * (s % 3)) for s in range(1, 41)]
-    caught: dict[str, Any] = {}
+    caught: dict[str, Any] = {"rows": rows}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plots, "save_png", lambda fig, path: caught.setdefault(path.name, fig))
-        options = ReportOptions(comparisons=[("Ins-DV", "Ins-orig")], error_pairs=[])
-        write_report(rows, tmp_path / "report", "t", replace_resamples(options))
-    caught["rows"] = rows
+        write_report(rows, tmp_path / "report", "t", options)
     return caught
 
 
-def replace_resamples(options: ReportOptions) -> ReportOptions:
-    options.n_resamples = 500
-    return options
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    options = ReportOptions(comparisons=[("Ins-DV", "Ins-orig")], error_pairs=[], n_resamples=500)
+    return _report_figures(tmp_path_factory.mktemp("figures"), options)
+
+
+@pytest.fixture(scope="module")
+def one_metric(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A report of one metric: one narrow panel under the figure's title."""
+    options = ReportOptions(comparisons=[], error_pairs=[], metrics=["FollowIR p-MRR"])
+    return _report_figures(tmp_path_factory.mktemp("one-metric"), options)
 
 
 @pytest.mark.parametrize(
-    "name", ["differences.png", "metrics.png", "pmrr_per_query.png", "loss.png"]
+    ("report", "name"),
+    [
+        ("figures", "differences.png"),
+        ("figures", "metrics.png"),
+        ("figures", "pmrr_per_query.png"),
+        ("figures", "loss.png"),
+        ("one_metric", "metrics.png"),
+    ],
 )
-def test_no_text_is_cut_off(figures: dict[str, Any], name: str) -> None:
+def test_no_text_is_cut_off(report: str, name: str, request: pytest.FixtureRequest) -> None:
     """Every panel with its titles, labels and drawn tick labels, the figure's title and
     legends lie inside the image."""
-    fig = figures[name]
+    fig = request.getfixturevalue(report)[name]
     renderer = FigureCanvasAgg(fig).get_renderer()  # the figure was closed after saving
     fig.draw(renderer)
     boxes = [(ax.get_title(), ax.get_tightbbox(renderer)) for ax in fig.axes if ax.axison]
