@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dualview.cli.options import Device, Devices, Limit, Precision, split_devices
+from dualview.cli.options import Device, Devices, Precision, split_devices
 from dualview.errors import ConfigError
 from dualview.eval.benchmarks import BENCHMARKS
 from dualview.eval.benchmarks.base import FIRST_STAGES
@@ -55,7 +55,15 @@ def eval_command(
             "With --reranker: the first stages (none with a BM25 or candidates --first-stage)."
         ),
     ] = None,
-    limit: Limit = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            metavar="N",
+            help="Evaluate only the first N queries (pairs) of each benchmark set (a quick try).",
+        ),
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
     device: Device = None,
     query_template: Annotated[
