@@ -226,15 +226,15 @@ def replay_difference(trainer) -> float:
     embeddings of the no-grad pass. Max |difference| over 8 long texts, under autocast."""
     import torch
 
-    from dualview.train.step import _rng_state, _set_rng_state
+    from dualview.train.gradcache import rng_state, set_rng_state
 
     model = trainer.model
     model.train()
     inputs = model.tokenize(["replay check " * 200] * 8, "document")
-    state = _rng_state()
+    state = rng_state()
     with torch.no_grad(), trainer._autocast():
         first = model.embed(inputs).float()
-    _set_rng_state(state)
+    set_rng_state(state)
     with trainer._autocast():
         second = model.embed(inputs).float()
     return float((first - second.detach()).abs().max())

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from dualview.models.bi_encoder import BiEncoder
+from dualview.train.gradcache import rng_state, set_rng_state
 
 #: Token budget per chunk on CPU (memory is host RAM; this keeps chunks cache-friendly).
 CPU_TOKEN_BUDGET = 16_384
@@ -71,7 +72,7 @@ def auto_token_budget(
         return TokenBudget(CPU_TOKEN_BUDGET)
     trainable = [p for p in model.parameters() if p.requires_grad]
     weight_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    state = torch.get_rng_state(), torch.cuda.get_rng_state_all()
+    state = rng_state()
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
@@ -84,8 +85,7 @@ def auto_token_budget(
     # so the backward's peak mixes the two and undercounts a larger chunk.)
     peak = torch.cuda.max_memory_allocated(device) - base
     del out
-    torch.set_rng_state(state[0])
-    torch.cuda.set_rng_state_all(state[1])
+    set_rng_state(state)
     per_token = max(peak, 1) / (PROBE_TEXTS * length)
     total = torch.cuda.get_device_properties(device).total_memory
     # weights are in `base`; gradients and AdamW's two fp32 moments come on the first step

@@ -3,7 +3,8 @@
 A reranker (`dualview.models.reranker.TrainableReranker`) reads each (query text, document)
 pair together, so the batch's one text group is its labelled pairs
 (`dualview.train.batching.Batch.pair_index`) and their "embeddings" are one logit each. The
-machinery of the bi-encoder step then carries over unchanged (`dualview.train.step`):
+machinery of the bi-encoder step then carries over unchanged (one `ChunkedGroup` for
+`dualview.train.gradcache.chunked_step`):
 
 - rank r scores its contiguous share of the pairs and the logits are all-gathered, the local
   share differentiable, so parameter gradients summed over ranks are the full-batch ones;
@@ -23,22 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 import torch
 
 from dualview.models.reranker import TrainableReranker
 from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
+from dualview.train.gradcache import chunked_step, shard_bounds, world
 from dualview.train.objectives import Objective
-from dualview.train.step import (
-    Chunking,
-    StepStats,
-    _rng_state,
-    _set_rng_state,
-    gather_rows,
-    shard_bounds,
-    world,
-)
+from dualview.train.step import Chunking, StepStats
 
 GROUP = "pairs"
 
@@ -67,28 +62,23 @@ def _chunks(
     return [[lo + i for i in chunk] for chunk in local]
 
 
-def _score_chunk(model: TrainableReranker, tokens: TokenizedTexts, chunk: list[int]):
-    return model(**model.pad_pairs(tokens, chunk)).float()
+@dataclass
+class _Pairs:
+    """This rank's share of the batch's pairs (a `dualview.train.gradcache.ChunkedGroup`)."""
 
+    model: TrainableReranker
+    tokens: TokenizedTexts
+    lo: int
+    hi: int
+    total: int
+    chunks: list[list[int]]
 
-def _score_share(model, tokens, lo, hi, chunks, grad: bool, states: list | None = None):
-    """Logits [hi - lo] of this rank's pairs in input order; records RNG states per chunk."""
-    device = next(model.parameters()).device
-    out = torch.zeros(hi - lo, device=device)
-    if not chunks:
-        return out
-    parts = []
-    for chunk in chunks:
-        if states is not None:
-            states.append(_rng_state())
-        with torch.set_grad_enabled(grad):
-            parts.append(_score_chunk(model, tokens, chunk))
-    rows = torch.tensor([i - lo for chunk in chunks for i in chunk], device=device)
-    return out.index_copy(0, rows, torch.cat(parts))
+    def feature_shape(self) -> tuple[int, ...]:
+        return ()
 
-
-def _gather(local: torch.Tensor, total: int) -> torch.Tensor:
-    return gather_rows(local.unsqueeze(1), total).squeeze(1)
+    def forward(self, chunk: list[int]) -> torch.Tensor:
+        """One relevance logit per pair of the chunk."""
+        return self.model(**self.model.pad_pairs(self.tokens, chunk)).float()
 
 
 def rerank_step(
@@ -107,40 +97,30 @@ def rerank_step(
     rank, size = world()
     total = len(tokens)
     lo, hi = shard_bounds(total, size, rank)
-    chunks = _chunks(tokens, lo, hi, chunking, next(model.parameters()).device)
-    if chunking is None:
-        with autocast():
-            scores = _gather(_score_share(model, tokens, lo, hi, chunks, grad=True), total)
-            loss = loss_fn.batch_loss({GROUP: scores}, batch)
-        backward(loss * scale)
-    else:
-        states: list = []
-        with autocast():
-            local = _score_share(model, tokens, lo, hi, chunks, grad=False, states=states)
-        cached = local.detach().requires_grad_(True)
-        with autocast():
-            loss = loss_fn.batch_loss({GROUP: _gather(cached, total)}, batch)
-        backward(loss * scale)
-        if cached.grad is not None:
-            for chunk, state in zip(chunks, states, strict=True):
-                _set_rng_state(state)
-                with autocast():
-                    out = _score_chunk(model, tokens, chunk)
-                rows = torch.tensor([i - lo for i in chunk], device=cached.grad.device)
-                out.backward(gradient=cached.grad[rows])
-    return _stats(model, tokens, loss, batch, lo, hi, chunks, chunking is not None)
+    device = next(model.parameters()).device
+    pairs = _Pairs(model, tokens, lo, hi, total, _chunks(tokens, lo, hi, chunking, device))
+    loss = chunked_step(
+        {GROUP: pairs},
+        lambda scores: loss_fn.batch_loss(scores, batch),
+        device,
+        gradcache=chunking is not None,
+        scale=scale,
+        autocast=autocast,
+        backward=backward,
+    )
+    return _stats(pairs, loss, batch, chunking is not None)
 
 
-def _stats(model, tokens, loss, batch, lo, hi, chunks, gradcache: bool) -> StepStats:
-    limit = getattr(model, "max_length", None)
+def _stats(pairs: _Pairs, loss: torch.Tensor, batch: Batch, gradcache: bool) -> StepStats:
+    tokens, limit = pairs.tokens, getattr(pairs.model, "max_length", None)
     padded = sum(
-        len(chunk) * padded_width(int(tokens.lengths[chunk].max()), limit) for chunk in chunks
+        len(chunk) * padded_width(int(tokens.lengths[chunk].max()), limit) for chunk in pairs.chunks
     )
     return StepStats(
         float(loss.detach()),
         len(batch.records),
         len(tokens),
-        [int(v) for v in tokens.lengths[lo:hi]],
+        [int(v) for v in tokens.lengths[pairs.lo : pairs.hi]],
         padded,
         gradcache,
     )

@@ -10,12 +10,13 @@ gives exactly the single-process full-batch gradient.
 Gradient caching (GradCache, Gao et al. 2021) splits the encoding into chunks: a no-grad pass
 computes all embeddings, the loss is back-propagated to the embeddings only, and each chunk
 is re-encoded with gradients and back-propagated with its cached embedding gradient. RNG
-states are replayed per chunk so dropout masks match between the two passes.
+states are replayed per chunk so dropout masks match between the two passes. The chunk loop,
+gather and replay are `dualview.train.gradcache.chunked_step`, shared with the rerankers'
+step; this module says what a bi-encoder's text groups are and how a chunk is encoded.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -28,39 +29,9 @@ from torch import nn
 from dualview.models.bi_encoder import BiEncoder, TextKind
 from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
+from dualview.train.gradcache import chunked_step, shard_bounds, world
 from dualview.train.objectives import Objective
 from dualview.train.query_encoding import QueryEncoding, TextGroups, query_encoding
-
-
-def world() -> tuple[int, int]:
-    """``(rank, world_size)`` of the initialised process group, else ``(0, 1)``."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def shard_bounds(total: int, world_size: int, rank: int) -> tuple[int, int]:
-    """Contiguous share ``[lo, hi)`` of ``total`` items for ``rank``."""
-    size = math.ceil(total / world_size) if total else 0
-    lo = min(rank * size, total)
-    return lo, min(lo + size, total)
-
-
-def gather_rows(local: torch.Tensor, total: int) -> torch.Tensor:
-    """All-gather row shards into [total, H]; the local share stays differentiable."""
-    rank, size = world()
-    if size == 1:
-        return local
-    share = math.ceil(total / size)
-    padded = local.new_zeros(share, local.shape[1])
-    padded[: local.shape[0]] = local.detach()
-    parts = [torch.empty_like(padded) for _ in range(size)]
-    dist.all_gather(parts, padded)
-    pieces = []
-    for r in range(size):
-        lo, hi = shard_bounds(total, size, r)
-        pieces.append(local if r == rank else parts[r][: hi - lo])
-    return torch.cat(pieces)
 
 
 def all_reduce_gradients(model: nn.Module) -> None:
@@ -148,8 +119,10 @@ class StepStats:
 
 @dataclass
 class _Share:
-    """This rank's share of one text group, tokenized, with its chunk plan."""
+    """This rank's share of one text group, tokenized, with its chunk plan (a
+    `dualview.train.gradcache.ChunkedGroup`)."""
 
+    model: BiEncoder
     tokens: TokenizedTexts
     lo: int
     hi: int
@@ -158,6 +131,22 @@ class _Share:
     chunks: list[list[int]]  # indices into tokens (absolute), one list per chunk
     width: int | None = None  # token-state groups: padded width of the whole group
     multiple: int = PAD_MULTIPLE  # chunk widths are rounded up to a multiple of this
+
+    def feature_shape(self) -> tuple[int, ...]:
+        dim = self.model.dim
+        return (dim,) if self.width is None else (self.width, dim)
+
+    def forward(self, chunk: list[int]) -> torch.Tensor:
+        """Embeddings [c, dim] of a chunk, or its token states [c, width, dim] padded to the
+        group's width (on the tokenizer's padding side)."""
+        model = self.model
+        inputs = model.pad(self.tokens, chunk, self.kind, self.multiple)
+        if self.width is None:
+            return model.embed(inputs).float()
+        states = model.token_states(inputs).float()  # [c, w, d], w <= the group's width
+        missing = self.width - states.shape[1]
+        left = model.tokenizer.padding_side == "left"
+        return F.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
 
 
 def _shares(
@@ -184,51 +173,8 @@ def _shares(
         if name in state_groups:
             longest = int(tokens.lengths.max()) if len(tokens) else 0
             width = padded_width(longest, model.max_length(kind), multiple)
-        shares[name] = _Share(tokens, lo, hi, len(texts), kind, chunks, width, multiple)
+        shares[name] = _Share(model, tokens, lo, hi, len(texts), kind, chunks, width, multiple)
     return shares
-
-
-def _encode_chunk(model: BiEncoder, share: _Share, chunk: list[int]) -> torch.Tensor:
-    inputs = model.pad(share.tokens, chunk, share.kind, share.multiple)
-    if share.width is None:
-        return model.embed(inputs).float()
-    states = model.token_states(inputs).float()  # [c, w, d], w <= the group's width
-    missing = share.width - states.shape[1]
-    left = model.tokenizer.padding_side == "left"
-    return F.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
-
-
-def _feature_shape(model: BiEncoder, share: _Share) -> tuple[int, ...]:
-    return (model.dim,) if share.width is None else (share.width, model.dim)
-
-
-def _gather(local: torch.Tensor, total: int) -> torch.Tensor:
-    """`gather_rows` for rows of any shape (token states are gathered flattened)."""
-    if local.dim() == 2:
-        return gather_rows(local, total)
-    return gather_rows(local.flatten(1), total).view(total, *local.shape[1:])
-
-
-def _encode_share(
-    model: BiEncoder, share: _Share, grad: bool, states: list | None = None
-) -> torch.Tensor:
-    """Embeddings [hi - lo, dim] of the share in input order; records RNG states per chunk."""
-    device = next(model.parameters()).device
-    out = torch.zeros(share.hi - share.lo, *_feature_shape(model, share), device=device)
-    if not share.chunks:
-        return out.requires_grad_(grad) if grad else out
-    parts = []
-    for chunk in share.chunks:
-        if states is not None:
-            states.append(_rng_state())
-        with torch.set_grad_enabled(grad):
-            parts.append(_encode_chunk(model, share, chunk))
-    rows = torch.cat([_chunk_rows(share, chunk, device) for chunk in share.chunks])
-    return out.index_copy(0, rows, torch.cat(parts))
-
-
-def _chunk_rows(share: _Share, chunk: list[int], device: torch.device) -> torch.Tensor:
-    return torch.tensor([i - share.lo for i in chunk], device=device)
 
 
 def _padded_tokens(model: BiEncoder, share: _Share) -> int:
@@ -256,17 +202,6 @@ def _stats(model: BiEncoder, loss: torch.Tensor, batch: Batch, shares, gradcache
     )
 
 
-def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1]:
-        torch.cuda.set_rng_state_all(state[1])
-
-
 def contrastive_step(
     model: BiEncoder,
     loss_fn: Objective,
@@ -286,39 +221,13 @@ def contrastive_step(
     encoding = query_encoding(model.config.interaction)
     groups = encoding.text_groups(batch, loss_fn.needs)
     shares = _shares(model, batch, groups, chunking, encoding.state_groups)
-    if chunking is None:
-        with autocast():
-            encoded = {
-                name: _gather(_encode_share(model, share, grad=True), share.total)
-                for name, share in shares.items()
-            }
-            loss = objective_loss(model, loss_fn, encoding, encoded, batch, shares)
-        backward(loss * scale)
-    else:
-        loss = _gradcache_step(model, loss_fn, encoding, batch, shares, scale, autocast, backward)
+    loss = chunked_step(
+        shares,
+        lambda encoded: objective_loss(model, loss_fn, encoding, encoded, batch, shares),
+        next(model.parameters()).device,
+        gradcache=chunking is not None,
+        scale=scale,
+        autocast=autocast,
+        backward=backward,
+    )
     return _stats(model, loss, batch, shares, chunking is not None)
-
-
-def _gradcache_step(model, loss_fn, encoding, batch, shares, scale, autocast, backward):
-    states: dict[str, list] = {}
-    cached: dict[str, torch.Tensor] = {}
-    encoded: dict[str, torch.Tensor] = {}
-    for name, share in shares.items():
-        states[name] = []
-        with autocast():
-            local = _encode_share(model, share, grad=False, states=states[name]).detach()
-        cached[name] = local.requires_grad_(True)
-        encoded[name] = _gather(cached[name], share.total)
-    with autocast():
-        loss = objective_loss(model, loss_fn, encoding, encoded, batch, shares)
-    backward(loss * scale)
-    for name, share in shares.items():
-        grad = cached[name].grad
-        if grad is None:
-            continue
-        for chunk, state in zip(share.chunks, states[name], strict=True):
-            _set_rng_state(state)
-            with autocast():
-                out = _encode_chunk(model, share, chunk)
-            out.backward(gradient=grad[_chunk_rows(share, chunk, grad.device)])
-    return loss

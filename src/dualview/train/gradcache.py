@@ -1,0 +1,171 @@
+"""One GradCache step for every model family: forward a rank's share in chunks, gather over
+ranks, compute the loss, back-propagate (directly, or through cached output gradients).
+
+A family describes each text group it encodes as a `ChunkedGroup`: this rank's contiguous
+share ``[lo, hi)`` of ``total`` items, its chunk plan, and how to run one chunk forward (a
+bi-encoder embeds texts or returns token states; a reranker scores (query, document) pairs,
+one logit each). `chunked_step` then does the rest, identically for every family:
+
+- **plain** (``gradcache=False``): every chunk forward with its graph, outputs gathered over
+  ranks (the local share stays differentiable), loss, one ``backward``;
+- **GradCache** (Gao et al. 2021, ``gradcache=True``): a no-grad pass over every chunk,
+  recording the RNG state before each; the loss is back-propagated to the gathered outputs
+  only; then each chunk is run again from its recorded RNG state (so dropout masks are the
+  same as in the first pass) and back-propagated with its slice of the cached gradient.
+  Activations of one chunk are alive at a time, and the parameter gradient equals the plain
+  step's over the same chunks.
+
+Summing parameter gradients over ranks afterwards (`dualview.train.step.all_reduce_gradients`)
+gives the single-process full-batch gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+
+RngState = tuple[torch.Tensor, list[torch.Tensor]]
+
+
+def rng_state() -> RngState:
+    """The CPU and CUDA RNG states (what dropout draws from), to replay a forward pass."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return torch.get_rng_state(), cuda
+
+
+def set_rng_state(state: RngState) -> None:
+    """Restore a state from `rng_state`."""
+    torch.set_rng_state(state[0])
+    if state[1]:
+        torch.cuda.set_rng_state_all(state[1])
+
+
+def world() -> tuple[int, int]:
+    """``(rank, world_size)`` of the initialised process group, else ``(0, 1)``."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shard_bounds(total: int, world_size: int, rank: int) -> tuple[int, int]:
+    """Contiguous share ``[lo, hi)`` of ``total`` items for ``rank``."""
+    size = math.ceil(total / world_size) if total else 0
+    lo = min(rank * size, total)
+    return lo, min(lo + size, total)
+
+
+def gather_rows(local: torch.Tensor, total: int) -> torch.Tensor:
+    """All-gather row shards into [total, H]; the local share stays differentiable."""
+    rank, size = world()
+    if size == 1:
+        return local
+    share = math.ceil(total / size)
+    padded = local.new_zeros(share, local.shape[1])
+    padded[: local.shape[0]] = local.detach()
+    parts = [torch.empty_like(padded) for _ in range(size)]
+    dist.all_gather(parts, padded)
+    pieces = []
+    for r in range(size):
+        lo, hi = shard_bounds(total, size, r)
+        pieces.append(local if r == rank else parts[r][: hi - lo])
+    return torch.cat(pieces)
+
+
+def gather(local: torch.Tensor, total: int) -> torch.Tensor:
+    """`gather_rows` for rows of any shape: [n] logits, [n, H] embeddings, [n, W, H] states."""
+    if local.dim() == 2:
+        return gather_rows(local, total)
+    if local.dim() == 1:
+        return gather_rows(local.unsqueeze(1), total).squeeze(1)
+    return gather_rows(local.flatten(1), total).view(total, *local.shape[1:])
+
+
+class ChunkedGroup(Protocol):
+    """One text group of a batch as this rank runs it (see the module docstring)."""
+
+    lo: int
+    hi: int
+    total: int
+    chunks: list[list[int]]  # absolute indices in [lo, hi), one list per chunk
+
+    def feature_shape(self) -> tuple[int, ...]:
+        """The shape of one item's output: () for a logit, (H,) or (W, H) for texts."""
+        ...
+
+    def forward(self, chunk: list[int]) -> torch.Tensor:
+        """The outputs [len(chunk), *feature_shape] of one chunk, as float32."""
+        ...
+
+
+def _rows(group: ChunkedGroup, chunk: list[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor([i - group.lo for i in chunk], device=device, dtype=torch.long)
+
+
+def forward_share(
+    group: ChunkedGroup, device: torch.device, grad: bool, states: list[RngState] | None = None
+) -> torch.Tensor:
+    """Outputs [hi - lo, *feature_shape] of the share in input order; with ``states``, the
+    RNG state before each chunk is appended to it."""
+    out = torch.zeros(group.hi - group.lo, *group.feature_shape(), device=device)
+    if not group.chunks:
+        return out.requires_grad_(grad) if grad else out
+    parts = []
+    for chunk in group.chunks:
+        if states is not None:
+            states.append(rng_state())
+        with torch.set_grad_enabled(grad):
+            parts.append(group.forward(chunk))
+    rows = torch.cat([_rows(group, chunk, device) for chunk in group.chunks])
+    return out.index_copy(0, rows, torch.cat(parts))
+
+
+LossOf = Callable[[dict[str, torch.Tensor]], torch.Tensor]
+
+
+def chunked_step(
+    groups: Mapping[str, ChunkedGroup],
+    loss_of: LossOf,
+    device: torch.device,
+    *,
+    gradcache: bool,
+    scale: float = 1.0,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
+    backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
+) -> torch.Tensor:
+    """Accumulate ``scale`` x the gradient of ``loss_of(gathered outputs)``; returns the loss."""
+    if not gradcache:
+        with autocast():
+            gathered = {
+                name: gather(forward_share(group, device, grad=True), group.total)
+                for name, group in groups.items()
+            }
+            loss = loss_of(gathered)
+        backward(loss * scale)
+        return loss
+    return _gradcache(groups, loss_of, device, scale, autocast, backward)
+
+
+def _gradcache(groups, loss_of, device, scale, autocast, backward) -> torch.Tensor:
+    states: dict[str, list[RngState]] = {name: [] for name in groups}
+    cached: dict[str, torch.Tensor] = {}
+    with autocast():
+        for name, group in groups.items():
+            local = forward_share(group, device, grad=False, states=states[name]).detach()
+            cached[name] = local.requires_grad_(True)
+        loss = loss_of({name: gather(cached[name], groups[name].total) for name in groups})
+    backward(loss * scale)
+    for name, group in groups.items():
+        grad = cached[name].grad
+        if grad is None:
+            continue
+        for chunk, state in zip(group.chunks, states[name], strict=True):
+            set_rng_state(state)
+            with autocast():
+                out = group.forward(chunk)
+            out.backward(gradient=grad[_rows(group, chunk, grad.device)])
+    return loss
