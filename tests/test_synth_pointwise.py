@@ -134,7 +134,9 @@ def test_constrained_output_reaches_the_engine_and_keys_change_only_when_set(
         "distractors", "distractor_file", "seed", "template", "max_passage_chars",
     }  # fmt: skip
     assert "constrained" not in ReverseTask().fingerprint()["config"]
-    assert "regex" not in SamplingParams(regex="x").model_dump()
+    assert "regex" not in SamplingParams().model_copy(update={"regex": "x"}).model_dump()
+    with pytest.raises(ValueError, match="constrained"):  # a config cannot slip it past the key
+        SamplingParams.model_validate({"regex": "x"})
     # ... and enter it when set.
     pointwise = VerifyTask(VerifyConfig(scoring="pointwise")).fingerprint()
     assert pointwise["config"]["scoring"] == "pointwise"
@@ -156,7 +158,7 @@ def test_constrained_formats_match_what_the_parsers_accept() -> None:
 
 
 def test_engines_without_constrained_decoding_refuse_a_regex() -> None:
-    params = SamplingParams(regex=YES_NO_REGEX)
+    params = SamplingParams().model_copy(update={"regex": YES_NO_REGEX})
     for engine in (LlamaCppEngine, TransformersEngine):
         with pytest.raises(BackendError, match="cannot constrain"):
             engine.__new__(engine).generate([{"role": "user", "content": "x"}], params)
@@ -168,7 +170,7 @@ def test_openvino_engine_turns_a_regex_into_structured_output() -> None:
 
     engine = OpenVINOEngine.__new__(OpenVINOEngine)
     engine._ov = openvino_genai
-    constrained = engine._config(SamplingParams(regex=YES_NO_REGEX), 8)
+    constrained = engine._config(SamplingParams().model_copy(update={"regex": YES_NO_REGEX}), 8)
     assert constrained.structured_output_config.regex == YES_NO_REGEX
     assert engine._config(SamplingParams(), 8).structured_output_config is None
 

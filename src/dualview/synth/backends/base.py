@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dualview.config import StrictModel
 from dualview.errors import DualviewError
@@ -35,6 +35,15 @@ class SamplingParams(StrictModel):
     # Engines: OpenVINO GenAI (StructuredOutputConfig) and OpenAI-compatible servers that
     # read vLLM's ``guided_regex``; the others refuse it (`constraint_unsupported`).
     regex: str | None = Field(default=None, exclude=True)
+
+    @field_validator("regex")
+    @classmethod
+    def _set_by_tasks_only(cls, value: str | None) -> str | None:
+        """A regex from a config would be missing from the cache key: tasks set it, through
+        ``model_copy`` (which skips validation), from a ``constrained`` option that is keyed."""
+        if value is not None:
+            raise ValueError("set by a task's `constrained: true`, not in a config")
+        return value
 
 
 class BackendConfig(StrictModel):
