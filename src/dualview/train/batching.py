@@ -22,19 +22,23 @@ so a resumed run replays the same batches.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from dualview.data.record_index import IndexedRecords, instance_key
-from dualview.data.schema import Record
+from dualview.data.schema import Document, Record
 from dualview.errors import ConfigError
 from dualview.models.bi_encoder import record_query_text
 from dualview.models.tokens import TokenizedTexts
 from dualview.retrieval.text import doc_text  # documents read as in evaluation
 
 POSITIVE, NEGATIVE, UNLABELLED = 1, -1, 0
+
+#: Teacher scores of training pairs, ``(record id, document id) -> score``
+#: (`dualview.train.teacher`).
+TeacherScores = Mapping[tuple[str, str], float]
 
 
 @dataclass
@@ -50,6 +54,9 @@ class Batch:
     # Token ids per text group ("queries", "documents", "cross") when the loader tokenized
     # the batch ahead of the step (dualview.train.loader); empty: the step tokenizes.
     tokens: dict[str, TokenizedTexts] = field(default_factory=dict)
+    # float32 [P]: the teacher's score of each pair of `pair_index`, in its order, when the
+    # run distils from a teacher (``loss.teacher``); None otherwise.
+    teacher_scores: torch.Tensor | None = None
 
     @property
     def first_positive(self) -> torch.Tensor:
@@ -157,15 +164,29 @@ def plan_epoch(
     raise ConfigError(f"unknown view_policy {policy!r}")
 
 
-def build_batch(records: list[Record], num_negatives: int, template: str) -> Batch:
-    """De-duplicate the documents of ``records`` by id and fill the relation matrix."""
+def labelled_documents(record: Record, num_negatives: int) -> list[tuple[Document, int]]:
+    """The documents a batch takes of ``record`` with their labels: its positives, then its
+    first ``num_negatives`` labelled negatives."""
+    return [(d, POSITIVE) for d in record.positives] + [
+        (d, NEGATIVE) for d in record.negatives()[:num_negatives]
+    ]
+
+
+def build_batch(
+    records: list[Record],
+    num_negatives: int,
+    template: str,
+    teacher: TeacherScores | None = None,
+) -> Batch:
+    """De-duplicate the documents of ``records`` by id and fill the relation matrix (and,
+    with ``teacher``, the teacher score of every pair)."""
     column: dict[str, int] = {}
     doc_texts: list[str] = []
     labelled: list[list[tuple[str, int]]] = []
     for record in records:
-        row = [(d.id, POSITIVE) for d in record.positives]
-        row += [(d.id, NEGATIVE) for d in record.negatives()[:num_negatives]]
-        for doc in [*record.positives, *record.negatives()[:num_negatives]]:
+        documents = labelled_documents(record, num_negatives)
+        row = [(d.id, label) for d, label in documents]
+        for doc, _ in documents:
             if doc.id not in column:
                 column[doc.id] = len(doc_texts)
                 doc_texts.append(doc_text(doc))
@@ -174,7 +195,7 @@ def build_batch(records: list[Record], num_negatives: int, template: str) -> Bat
     for i, row in enumerate(labelled):
         for doc_id, label in row:
             relations[i, column[doc_id]] = label
-    return Batch(
+    batch = Batch(
         records=records,
         query_texts=[record_query_text(r, template) for r in records],
         doc_ids=list(column),
@@ -182,6 +203,24 @@ def build_batch(records: list[Record], num_negatives: int, template: str) -> Bat
         relations=relations,
         template=template,
     )
+    if teacher is not None:
+        batch.teacher_scores = pair_teacher_scores(batch, teacher)
+    return batch
+
+
+def pair_teacher_scores(batch: Batch, teacher: TeacherScores) -> torch.Tensor:
+    """The teacher score of each pair of ``batch.pair_index()``, float32 [P]."""
+    rows, cols = batch.pair_index()
+    scores = []
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        key = (batch.records[i].id, batch.doc_ids[j])
+        if key not in teacher:
+            raise ConfigError(
+                f"loss.teacher: no teacher score for record {key[0]!r}, document {key[1]!r} "
+                "(the scores were computed for other data)"
+            )
+        scores.append(teacher[key])
+    return torch.tensor(scores, dtype=torch.float32)
 
 
 @dataclass(frozen=True)
@@ -207,8 +246,10 @@ class BatchStream:
         template: str = "{query} {instruction}",
         seed: int = 0,
         drop_last: bool = True,
+        teacher: TeacherScores | None = None,
     ) -> None:
         self.records = records
+        self.teacher = teacher
         self.batch_size = batch_size
         self.policy = policy
         self.num_negatives = num_negatives
@@ -246,7 +287,8 @@ class BatchStream:
 
     def build(self, indices: list[int]) -> Batch:
         """The batch of the records at ``indices`` (read from disk for an indexed file)."""
-        return build_batch([self.records[i] for i in indices], self.num_negatives, self.template)
+        records = [self.records[i] for i in indices]
+        return build_batch(records, self.num_negatives, self.template, self.teacher)
 
     def iterate(self, start: DataPosition, epochs: int) -> Iterator[tuple[DataPosition, Batch]]:
         """Yield ``(position after this batch, batch)`` from ``start`` to the end of ``epochs``."""

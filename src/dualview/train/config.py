@@ -52,6 +52,9 @@ class LossConfig(StrictModel):
     in_batch_negatives: bool = False
     # InF-Embed: which marginal-negative sets enter the objective.
     inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"])
+    # Distillation (distill_*): the teacher whose cached scores the reranker learns, a
+    # bi-encoder (its cosine) or a reranker folder, as a path or a name (embedded:minilm).
+    teacher: str | None = None
 
     @field_validator("objective")
     @classmethod
@@ -65,8 +68,22 @@ class LossConfig(StrictModel):
 
     @model_validator(mode="after")
     def _sets_not_empty(self) -> LossConfig:
-        if self.objective != "infonce" and not self.inf_sets:
+        if self.objective.startswith("inf_") and not self.inf_sets:
             raise ValueError("inf_sets: an InF-Embed objective needs at least one set")
+        return self
+
+    @model_validator(mode="after")
+    def _teacher_fits_objective(self) -> LossConfig:
+        from dualview.train.objectives import build_objective
+
+        distils = getattr(build_objective(self), "needs_teacher", False)
+        if distils and self.teacher is None:
+            raise ValueError(
+                f"teacher: loss.objective {self.objective!r} distils from a teacher; set "
+                "loss.teacher to a bi-encoder or reranker (a path or a name: embedded:minilm)"
+            )
+        if self.teacher is not None and not distils:
+            raise ValueError(f"teacher: loss.objective {self.objective!r} uses no teacher")
         return self
 
 
@@ -94,7 +111,7 @@ class OptimConfig(StrictModel):
 #: the key stays at its default. A key whose default changes what a run does is not listed
 #: (``optim.head_lr``: older runs trained the head at another lr), so its absence is a change.
 NEUTRAL_NEW_KEYS = frozenset(
-    {"pad_multiple", "gradcache_max_tokens", "varlen_kernel", "optim.fused"}
+    {"pad_multiple", "gradcache_max_tokens", "varlen_kernel", "optim.fused", "loss.teacher"}
 )
 
 

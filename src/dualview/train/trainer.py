@@ -72,6 +72,7 @@ from dualview.train.schedule import (
 )
 from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
 from dualview.train.step_log import format_step, read_loss_log
+from dualview.train.teacher import run_teacher
 
 LOG_FILE = "train_log.jsonl"
 MODEL_DIR = "model"
@@ -195,6 +196,7 @@ class Trainer:
             template=config.model.query_template,
             seed=config.seed,
             drop_last=config.data.drop_last,
+            teacher=run_teacher(config, records, str(self.accelerator.device)),
         )
         self.plan = self._plan_steps()
         self.total_steps = self.plan.total_steps

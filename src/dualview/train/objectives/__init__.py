@@ -2,10 +2,12 @@
 
 Built in: ``infonce`` (`infonce.RelationInfoNCE`), ``inf_univariate`` and
 ``inf_multivariate`` (`inf_embed.InfEmbedLoss`); for rerankers ``rerank_bce``,
-``rerank_listwise`` and ``rerank_lambda`` (`rerank`). Importing this package registers them.
+``rerank_listwise`` and ``rerank_lambda`` (`rerank`); distillation from a teacher's cached
+scores ``distill_margin_mse`` (`distill_margin_mse`) and ``distill_kl`` (`distill_kl`).
+Importing this package registers them.
 """
 
-from dualview.train.objectives import inf_embed, infonce, rerank
+from dualview.train.objectives import distill_kl, distill_margin_mse, inf_embed, infonce, rerank
 from dualview.train.objectives.base import (
     OBJECTIVES,
     TEXT_GROUPS,
@@ -24,6 +26,8 @@ __all__ = [
     "Objective",
     "RelationInfoNCE",
     "build_objective",
+    "distill_kl",
+    "distill_margin_mse",
     "inf_embed",
     "infonce",
     "objective_names",
