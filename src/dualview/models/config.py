@@ -100,6 +100,10 @@ class LlmRerankerSettings(StrictModel):
     prompt: str = LLM_RERANKER_PROMPT
     # The relevant and the irrelevant answer; each must be one token of the tokenizer.
     answers: tuple[str, str] = ("true", "false")
+    # Send the prompt as the user turn of the tokenizer's chat template (with the assistant's
+    # turn opened), as an instruct model expects; null: on for the embedded GGUF models
+    # (``embedded:qwen2.5-coder-0.5b``, ``embedded:qwen2.5-coder-1.5b``), off otherwise.
+    chat_template: bool | None = None
 
     @field_validator("prompt")
     @classmethod

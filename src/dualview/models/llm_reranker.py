@@ -12,13 +12,21 @@ where ``p`` is the two-way softmax over the two answer tokens (the log of the fu
 normaliser cancels in the difference). Training a listwise or pairwise loss on this score
 trains the LM to answer the question.
 
+- **Backbone**: a folder or Hub name, or an embedded GGUF by name (``embedded:qwen2.5-coder-0.5b``,
+  ``embedded:qwen2.5-coder-1.5b``; `dualview.models.gguf`), assembled into the cache and
+  loaded by transformers dequantized (``from_pretrained(folder, gguf_file=...)``, float32).
+- **Chat template** (``model.llm_reranker.chat_template``; default on for the embedded GGUFs):
+  the prompt is the user turn of the tokenizer's chat template, with the assistant's turn
+  opened, so the answer position is the assistant's first token.
 - **Answer tokens** (``model.llm_reranker.answers``, default ``true``/``false``): each word
   must be one token of the tokenizer (encoded without special tokens); for byte-level BPE
   tokenizers (Qwen, Llama 3) a word with a leading space (``" true"``) is the token that
   naturally follows ``Answer:``.
 - **Truncation** cuts the query text and the passage to their own token limits
-  (``model.query_max_length``, ``model.document_max_length``) before they go into the prompt,
-  so the question at the prompt's end, and with it the answer position, is never cut.
+  (``model.query_max_length``, ``model.document_max_length``) before they go into the prompt
+  (`PromptPieces`: the rendered prompt, chat template included, split around the two texts),
+  so the question at the prompt's end, the template's suffix, and with them the answer
+  position, are never cut.
 - **Left padding.** Every padded row ends at the last column, the answer position; position
   ids count real tokens only, so a pair's score does not depend on its batch.
 - **LoRA** (``model.lora``): the adapters of `dualview.models.decoder` on the LM's linear
@@ -33,12 +41,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import transformers
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -51,6 +62,7 @@ from dualview.io.folder import atomic_dir
 from dualview.models.config import LlmRerankerSettings, ModelConfig
 from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
 from dualview.models.fingerprint import update_with_weights
+from dualview.models.gguf import EMBEDDED_GGUFS, embedded_gguf_path
 from dualview.models.pretrained import from_pretrained, load_complete
 from dualview.models.reranker import (
     RERANKER_FILE,
@@ -64,6 +76,81 @@ from dualview.models.tokens import TokenizedTexts, plan_chunks
 KIND = "llm_reranker"
 #: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
 _NO_LIMIT = 1 << 30
+#: Stand-ins for the two texts while the prompt is rendered (private-use characters).
+_QUERY_MARK, _PASSAGE_MARK = "\ue000query\ue000", "\ue000passage\ue000"
+
+
+def backbone_source(name: str) -> tuple[str, str | None]:
+    """Where transformers finds ``name``: an embedded GGUF (`dualview.models.gguf`) is its
+    cache folder and file (assembled on first use); other names pass through."""
+    if name not in EMBEDDED_GGUFS:
+        return name, None
+    path = embedded_gguf_path(name)
+    return str(path.parent), path.name
+
+
+def _load_backbone(load: Any, source: str, gguf_file: str | None, **kwargs: Any) -> Any:
+    """The causal LM at ``source``; from a GGUF file, dequantized into a plain dense model
+    (transformers 5 keeps GGUF weights packed unless asked, and such a model can neither
+    take LoRA nor be saved; 4.x always dequantizes)."""
+    gguf_config = getattr(transformers, "GgufConfig", None)
+    if gguf_file is not None:
+        kwargs["gguf_file"] = gguf_file
+        if gguf_config is not None:
+            kwargs["quantization_config"] = gguf_config(dequantize=True)
+    model = load(AutoModelForCausalLM.from_pretrained, source, **kwargs)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if gguf_file is not None and quantizer is not None:
+        quantizer.remove_quantization_config(model)  # dense weights: saved as any other LM
+    return model
+
+
+@dataclass(frozen=True)
+class PromptPieces:
+    """The rendered prompt (chat template applied or not) split around its two texts:
+    literal pieces and the markers ``query`` / ``passage``, in prompt order."""
+
+    pieces: tuple[str, ...]
+
+    @classmethod
+    def build(cls, prompt: str, tokenizer: Any, chat: bool) -> PromptPieces:
+        """Render ``prompt`` (through ``tokenizer``'s chat template when ``chat``) and split it."""
+        text = prompt.format(query=_QUERY_MARK, passage=_PASSAGE_MARK)
+        if chat:
+            text = _chat_text(tokenizer, text)
+        pieces = re.split(f"({_QUERY_MARK}|{_PASSAGE_MARK})", text)
+        if sorted(pieces[1::2]) != sorted([_QUERY_MARK, _PASSAGE_MARK]):
+            raise ConfigError(
+                "model.llm_reranker.chat_template: the tokenizer's chat template does not keep "
+                "the prompt's query and passage once each"
+            )
+        marks = {_QUERY_MARK: "query", _PASSAGE_MARK: "passage"}
+        return cls(
+            tuple(marks.get(piece, piece) if i % 2 else piece for i, piece in enumerate(pieces))
+        )
+
+    def render(self, query: str, passage: str) -> str:
+        """The prompt of one pair."""
+        texts = {"query": query, "passage": passage}
+        return "".join(texts[piece] if i % 2 else piece for i, piece in enumerate(self.pieces))
+
+
+def _chat_text(tokenizer: Any, content: str) -> str:
+    """``content`` as the user turn of ``tokenizer``'s chat template, the assistant's turn
+    opened; without a leading BOS the tokenizer adds itself (it would be there twice)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"model.llm_reranker.chat_template: {type(tokenizer).__name__} of this model has "
+            "no chat template; set it to false"
+        )
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
+    bos = tokenizer.bos_token
+    adds_bos = bos is not None and tokenizer("", add_special_tokens=True)["input_ids"][:1] == [
+        tokenizer.bos_token_id
+    ]
+    return text[len(bos) :] if adds_bos and text.startswith(bos) else text
 
 
 def _check_supported(config: ModelConfig) -> None:
@@ -108,13 +195,18 @@ class LlmReranker(nn.Module):
         if config.attn_implementation is not None:
             kwargs["attn_implementation"] = config.attn_implementation
         load = load_complete if complete else from_pretrained
-        self.backbone = load(AutoModelForCausalLM.from_pretrained, name, **kwargs)
+        source, gguf_file = backbone_source(name)
+        self.backbone = _load_backbone(load, source, gguf_file, **kwargs)
+        gguf = {"gguf_file": gguf_file} if gguf_file else {}
         self.tokenizer = from_pretrained(
-            AutoTokenizer.from_pretrained, name, trust_remote_code=remote
+            AutoTokenizer.from_pretrained, source, trust_remote_code=remote, **gguf
         )
         ensure_pad_token(self.tokenizer)
         self.tokenizer.padding_side = "left"
         self.answer_ids = answer_token_ids(self.tokenizer, self.settings.answers)
+        chat = self.settings.chat_template
+        self.chat_template = name in EMBEDDED_GGUFS if chat is None else chat
+        self.prompt = PromptPieces.build(self.settings.prompt, self.tokenizer, self.chat_template)
         if config.lora is not None:
             self.backbone = add_lora(self.backbone, config.lora)
         self._tokenizers = ThreadTokenizers(self.tokenizer)  # one per loader thread
@@ -136,10 +228,7 @@ class LlmReranker(nn.Module):
             raise ValueError(f"{len(query_texts)} query texts but {len(passages)} passages")
         queries = self._clip(query_texts, self.config.query_max_length)
         docs = self._clip(passages, self.config.document_max_length)
-        prompts = [
-            self.settings.prompt.format(query=query, passage=doc)
-            for query, doc in zip(queries, docs, strict=True)
-        ]
+        prompts = [self.prompt.render(query, doc) for query, doc in zip(queries, docs, strict=True)]
         if not prompts:
             return TokenizedTexts.from_lists([])
         return TokenizedTexts.from_lists(token_ids(self._tokenizer(), prompts, _NO_LIMIT))
@@ -248,8 +337,10 @@ class LlmReranker(nn.Module):
     # -- saving ------------------------------------------------------------------------------------
 
     def description(self) -> dict[str, Any]:
-        """What `RERANKER_FILE` holds: the kind and everything that shapes the prompt."""
+        """What `RERANKER_FILE` holds: the kind and everything that shapes the prompt
+        (``chat_template`` only when on, so earlier folders keep their fingerprints)."""
         cfg = self.config
+        chat = {"chat_template": True} if self.chat_template else {}
         return {
             "kind": KIND,
             "prompt": self.settings.prompt,
@@ -259,6 +350,7 @@ class LlmReranker(nn.Module):
             "query_max_length": cfg.query_max_length,
             "document_max_length": cfg.document_max_length,
             "trust_remote_code": cfg.trust_remote_code,
+            **chat,
         }
 
     def save(self, folder: str | Path) -> Path:
@@ -279,7 +371,8 @@ def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
     fields = ("query_template", "query_max_length", "document_max_length", "trust_remote_code")
     data = {key: info[key] for key in fields if key in info}
     data.update(kind=KIND, name_or_path=str(folder))
-    data["llm_reranker"] = {key: info[key] for key in ("prompt", "answers") if key in info}
+    settings = ("prompt", "answers", "chat_template")
+    data["llm_reranker"] = {key: info[key] for key in settings if key in info}
     model = LlmReranker(validate_config(ModelConfig, data, str(path)), complete=True)
     saved_ids = info.get("answer_token_ids")
     if saved_ids is not None and list(saved_ids) != list(model.answer_ids):

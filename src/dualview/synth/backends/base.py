@@ -15,10 +15,9 @@ from pydantic import Field, field_validator
 
 from dualview.config import StrictModel
 from dualview.errors import DualviewError
+from dualview.models.gguf import EMBEDDED_LLM
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
-
-EMBEDDED_LLM = "embedded:qwen2.5-coder-0.5b"
 
 
 class SamplingParams(StrictModel):
