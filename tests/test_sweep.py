@@ -25,7 +25,8 @@ from dualview.pipeline.sweep import (
     set_key,
     short_names,
 )
-from dualview.report.sweep_report import control_pairs, read_manifest, report_sweep
+from dualview.report.sweep_report import control_pairs, report_sweep
+from dualview.run_folder import read_sweep_manifest
 from tests.helpers import run_cli
 
 QUERIES = [f"q{i}" for i in range(24)]
@@ -319,7 +320,7 @@ def test_run_caches_resumes_extends_and_reports(tmp_path: Path) -> None:
     ]
     assert [k for k, _ in calls.log].count("data") == 0
 
-    manifest = read_manifest(tmp_path / "sweep")
+    manifest = read_sweep_manifest(tmp_path / "sweep")
     assert manifest.seeds == [1, 2, 3] and len(manifest.arms) == 3
     files = report_sweep(tmp_path / "sweep")
     report = files.markdown.read_text()
@@ -389,7 +390,7 @@ def test_a_failed_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert sweep is not None
     with pytest.raises(RuntimeError, match="killed"):
         run_sweep(sweep, quiet, build=build)
-    assert read_manifest(tmp_path / "sweep").arms[2].label == "max_steps=3"  # written first
+    assert read_sweep_manifest(tmp_path / "sweep").arms[2].label == "max_steps=3"  # written first
     partial = report_sweep(tmp_path / "sweep").markdown.read_text()
     assert "Left out (no evaluation results yet): max_steps=2; max_steps=3." in partial
     fail.clear()
@@ -421,7 +422,7 @@ def test_an_agent_skips_arm_runs_another_process_holds(tmp_path: Path) -> None:
         outputs = run_sweep(sweep, quiet, build=_fake_builder(calls), agent=True)
     assert sorted(Path(p).name for p in outputs) == ["max_steps=1", "max_steps=3"]
     assert {Path(out).parent.name for _, out in calls.log} == {"max_steps=1", "max_steps=3"}
-    assert len(read_manifest(tmp_path / "sweep").arms) == 3  # the whole grid, for the report
+    assert len(read_sweep_manifest(tmp_path / "sweep").arms) == 3  # the whole grid, for the report
     calls.log.clear()
     run_sweep(sweep, quiet, build=_fake_builder(calls), agent=True)  # released: it runs now
     assert {Path(out).parent.name for _, out in calls.log} == {"max_steps=2"}
@@ -470,7 +471,7 @@ def test_two_agents_share_the_arms_and_run_each_once(tmp_path: Path) -> None:
         Path(out).parent.relative_to(tmp_path / "sweep") for k, out in calls.log if k == "train"
     ]
     assert len(trained) == len(set(trained)) == 8  # every arm run once, none twice
-    assert len(read_manifest(tmp_path / "sweep").arms) == 4
+    assert len(read_sweep_manifest(tmp_path / "sweep").arms) == 4
 
 
 def test_agent_flag_needs_a_sweep(tmp_path: Path) -> None:

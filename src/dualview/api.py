@@ -616,8 +616,9 @@ def report(
     `dualview.report.run_report.report_runs` and `dualview.report.sweep_report.report_sweep`.
     """
     from dualview.report.run_report import report_runs
-    from dualview.report.sweep_report import is_sweep_dir, report_sweep
+    from dualview.report.sweep_report import report_sweep
     from dualview.review.stats import report_sections
+    from dualview.run_folder import is_sweep_dir
 
     items = [runs] if isinstance(runs, str | PathLike | EvalResults) else list(runs)
     folders = [_report_folder(item) for item in items]

@@ -169,8 +169,9 @@ def report(
     with paired significance (bootstrap CI, randomization p, Holm) and error analysis."""
     from dualview.report import ReportOptions
     from dualview.report.run_report import report_runs
-    from dualview.report.sweep_report import is_sweep_dir, report_sweep
+    from dualview.report.sweep_report import report_sweep
     from dualview.review.stats import report_sections
+    from dualview.run_folder import is_sweep_dir
 
     options = ReportOptions(
         comparisons=_pairs_option(compare),

@@ -49,7 +49,7 @@ from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
 from dualview.io.files import count_lines
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
-from dualview.report.run_report import CONFIGURATIONS, manifest_path_text
+from dualview.run_folder import CONFIGURATIONS_FILE, manifest_path_text
 
 if TYPE_CHECKING:
     from dualview.train.config import TrainConfig
@@ -342,7 +342,7 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
             for label, stage in trained.items()
         }
         atomic_write_text(
-            out / CONFIGURATIONS,
+            out / CONFIGURATIONS_FILE,
             json.dumps({"models": configurations, "loss_logs": loss_logs}, indent=2),
         )
         benchmarks, folder = exp.evaluation.benchmarks, out / "eval"

@@ -34,6 +34,7 @@ from typing import Any
 from dualview.errors import DualviewError, warn_once
 from dualview.io.atomic import atomic_write_text
 from dualview.io.faults import fault_scope
+from dualview.run_folder import write_stage_index
 
 DONE_FILE = ".done.json"
 # Bump when a stage's on-disk output format changes, to invalidate old run folders.
@@ -205,8 +206,7 @@ class Pipeline:
         return outputs
 
     def _write_index(self, outputs: dict[str, Path]) -> None:
-        index = {name: str(path.relative_to(self.run_dir)) for name, path in outputs.items()}
-        atomic_write_text(self.run_dir / "stages.json", json.dumps(index, indent=2))
+        write_stage_index(self.run_dir, outputs)
 
 
 def read_done(out_dir: Path) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from dualview.pipeline.experiment import Experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.stages import Pipeline, read_done
 from dualview.progress import clock_text
-from dualview.report.sweep_report import SweepArm, SweepManifest, write_manifest
+from dualview.run_folder import SweepArm, SweepManifest, write_sweep_manifest
 
 SWEEP_KEY = "sweep"
 FLAT_MAPS = ("overrides",)  # mappings whose keys are dotted paths themselves
@@ -569,7 +569,7 @@ def run_sweep(
         _write_manifest_as_agent(sweep)
         return _run_arms(sweep, console, build, agent=True)
     with folder_lock(sweep.sweep_dir):  # one sweep writer; each arm also locks its folder
-        write_manifest(sweep.sweep_dir, sweep.manifest())
+        write_sweep_manifest(sweep.sweep_dir, sweep.manifest())
         return _run_arms(sweep, console, build, agent=False)
 
 
@@ -577,7 +577,7 @@ def _write_manifest_as_agent(sweep: Sweep) -> None:
     """Write ``sweep.json`` unless another agent is writing it (the same grid) right now."""
     try:
         with exclusive(sweep.sweep_dir / MANIFEST_LOCK, "sweep manifest"):
-            write_manifest(sweep.sweep_dir, sweep.manifest())
+            write_sweep_manifest(sweep.sweep_dir, sweep.manifest())
     except LockedError:
         pass
 

@@ -12,40 +12,18 @@ from dualview.report import ReportFiles, ReportOptions, write_report
 from dualview.report.collect import collect_rows, eval_folder_rows, is_eval_folder
 from dualview.report.mteb_results import mteb_model_folders, mteb_rows
 from dualview.report.table import ConfigResult, aggregate
-
-CONFIGURATIONS = "configurations.json"
-STAGES = "stages.json"
-
-
-def manifest_path_text(path: Path, run_dir: Path) -> str:
-    """How a run manifest stores ``path``: relative to the run folder when inside it (the
-    run folder can be moved, and read from any folder), else absolute."""
-    try:
-        return str(Path(path).relative_to(run_dir))
-    except ValueError:
-        return str(Path(path).absolute())
-
-
-def manifest_path(text: str, run_dir: Path) -> Path:
-    """A path a run manifest stores, resolved against the run folder: a path relative to it
-    (`manifest_path_text`), or one a run folder made before that stored (relative to the
-    folder the run was started from, ``runs/demo/train-<key>/train_log.jsonl``, or
-    absolute): the existing one of ``text`` itself when absolute, then ``run_dir`` joined
-    with ``text`` and with each shorter tail of it. None existing: ``run_dir / text``."""
-    path = Path(text)
-    if path.is_absolute() and path.exists():
-        return path
-    parts = path.parts[1:] if path.is_absolute() else path.parts
-    for start in range(len(parts)):
-        candidate = run_dir.joinpath(*parts[start:])
-        if candidate.exists():
-            return candidate
-    return path if path.is_absolute() else run_dir / path
+from dualview.run_folder import (
+    CONFIGURATIONS_FILE,
+    STAGES_FILE,
+    is_run_dir,
+    manifest_path,
+    read_stage_index,
+)
 
 
 def rows_of_eval_stage(eval_stage: Path) -> list[ConfigResult]:
     """Report rows of one eval stage folder (``configurations.json`` and ``eval/``)."""
-    config_path = eval_stage / CONFIGURATIONS
+    config_path = eval_stage / CONFIGURATIONS_FILE
     if not config_path.is_file():
         raise DualviewError(f"{config_path}: missing; the eval stage has not run yet")
     configurations = read_json_file(config_path)
@@ -70,13 +48,10 @@ def report_from_eval_stage(
 
 
 def find_eval_stage(run_dir: Path) -> Path:
-    """The eval stage folder of a run, from the run's ``stages.json`` index."""
-    index_path = run_dir / STAGES
-    if not index_path.is_file():
-        raise DualviewError(f"{run_dir}: not a dualview run folder (no {STAGES})")
-    index = read_json_file(index_path)
-    if not isinstance(index, dict) or not isinstance(index.get("eval"), str):
-        raise DualviewError(f"{index_path}: the run has no eval stage")
+    """The eval stage folder of a run, from the run's stage index."""
+    index = read_stage_index(run_dir)
+    if "eval" not in index:
+        raise DualviewError(f"{run_dir / STAGES_FILE}: the run has no eval stage")
     return run_dir / index["eval"]
 
 
@@ -92,7 +67,7 @@ def report_runs(
     folder's rows are arms of one report instead (`report_arms`)."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
-    if not all((Path(d) / STAGES).is_file() for d in run_dirs):
+    if not all(is_run_dir(d) for d in run_dirs):
         return report_arms([Path(d) for d in run_dirs], out_dir, options)
     runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
     if len(run_dirs) == 1:
@@ -109,7 +84,7 @@ def report_runs(
 def folder_rows(folder: Path) -> list[ConfigResult]:
     """The rows one report argument gives: a run folder's configurations, a `dualview eval`
     result folder's models, or an mteb result folder's models; else one located error."""
-    if (folder / STAGES).is_file():
+    if is_run_dir(folder):
         return rows_of_eval_stage(find_eval_stage(folder))
     if not folder.is_dir():
         raise DualviewError(f"{folder}: no such folder")
@@ -118,7 +93,7 @@ def folder_rows(folder: Path) -> list[ConfigResult]:
     if mteb_model_folders(folder):
         return mteb_rows(folder)
     raise DualviewError(
-        f"{folder}: not a dualview run folder ({STAGES}), eval result folder (summary.json, "
+        f"{folder}: not a dualview run folder ({STAGES_FILE}), eval result folder (summary.json, "
         "or a model's <benchmark>.json results) or mteb result folder (model_meta.json)"
     )
 

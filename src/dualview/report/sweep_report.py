@@ -1,7 +1,7 @@
 """One report over a whole sweep (``dualview report SWEEP_DIR``).
 
 A sweep folder (`dualview.pipeline.sweep`) holds one run folder per arm and seed and a
-manifest, ``sweep.json`` (`SweepManifest`), naming them. The report:
+manifest, ``sweep.json`` (`dualview.run_folder.SweepManifest`), naming them. The report:
 
 - rows ``<configuration> [<arm>]`` (each trained mix of each arm; the untrained ``base`` rows
   once, from the first arm that has results), mean ± sd over the arm's seeds;
@@ -15,59 +15,16 @@ Runs without results yet (a sweep still running, or killed) are left out and lis
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field
-
-from dualview.config import StrictModel, validate_config
 from dualview.errors import DualviewError
-from dualview.io.atomic import atomic_write_text
-from dualview.io.files import read_json_file
 from dualview.report import ReportFiles, ReportOptions, write_report
 from dualview.report.compare import is_base
 from dualview.report.run_report import find_eval_stage, rows_of_eval_stage
 from dualview.report.table import ConfigResult, aggregate
+from dualview.run_folder import SweepArm, SweepManifest, read_sweep_manifest
 
-SWEEP_MANIFEST = "sweep.json"
 DEFAULT_CONTROL = "Ins-orig"
-
-
-class SweepArm(StrictModel):
-    """One grid point: its label, its settings (key path -> value) and its run per seed."""
-
-    label: str
-    settings: dict[str, Any] = Field(default_factory=dict)
-    runs: dict[str, str] = Field(default_factory=dict, description="seed (or -) -> run folder")
-
-
-class SweepManifest(StrictModel):
-    """What `dualview.pipeline.sweep` wrote: the grid, the seeds and the control."""
-
-    name: str
-    method: str = "grid"
-    parameters: dict[str, list[Any]] = Field(default_factory=dict)
-    groups: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=list)
-    control: str | None = None
-    arms: list[SweepArm] = Field(min_length=1)
-
-
-def is_sweep_dir(path: str | Path) -> bool:
-    return (Path(path) / SWEEP_MANIFEST).is_file()
-
-
-def read_manifest(sweep_dir: str | Path) -> SweepManifest:
-    path = Path(sweep_dir) / SWEEP_MANIFEST
-    return validate_config(SweepManifest, read_json_file(path), str(path))
-
-
-def write_manifest(sweep_dir: str | Path, manifest: SweepManifest) -> Path:
-    path = Path(sweep_dir) / SWEEP_MANIFEST
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(manifest.model_dump(), indent=2, default=str) + "\n")
-    return path
 
 
 def row_name(configuration: str, arm: str) -> str:
@@ -181,7 +138,7 @@ def report_sweep(
 ) -> ReportFiles:
     """The whole sweep's report (default output ``SWEEP_DIR/report``)."""
     folder = Path(sweep_dir)
-    manifest = read_manifest(folder)
+    manifest = read_sweep_manifest(folder)
     rows, missing = sweep_rows(folder, manifest)
     options = options or ReportOptions()
     pairs = options.comparisons

@@ -22,8 +22,9 @@ from typing import Any
 from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
-from dualview.io.files import iter_json_lines, read_json_file
+from dualview.io.files import iter_json_lines
 from dualview.review.sample import stratified_sample
+from dualview.run_folder import read_stage_index
 
 GOLD_PREFIX = "gold:"
 
@@ -119,12 +120,7 @@ def judge_verdicts(kept: Path) -> dict[str, tuple[str, str]]:
 
 def run_files(run: Path) -> tuple[Path, Path | None]:
     """The dual views of a run folder and its verification output (None without one)."""
-    stages_file = run / "stages.json"
-    if not stages_file.is_file():
-        raise DataError(run, None, "stages.json", "not a run folder (no stages.json)")
-    stages = read_json_file(stages_file)
-    if not isinstance(stages, dict):
-        raise DataError(stages_file, None, "json", "expected a JSON object")
+    stages = read_stage_index(run)
     source_stage = "synth" if "synth" in stages else "data"
     dv = run / stages.get(source_stage, "") / "dv.jsonl"
     if not dv.is_file():
