@@ -9,7 +9,8 @@ import pytest
 
 from dualview.demo import EVAL_DIR
 from dualview.eval import mteb_compat
-from dualview.eval.mteb_compat import FOLLOWIR_TASKS, followir_task, write_mteb_results
+from dualview.eval.benchmarks import BENCHMARKS
+from dualview.eval.mteb_compat import followir_task, write_mteb_results
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
 from tests.conftest import FIXTURES
@@ -70,9 +71,12 @@ def _payload(name: str, spec: str, metrics: dict[str, float]) -> dict:
 
 def test_every_mapped_task_is_a_real_mteb_task_with_our_split_and_main_score() -> None:
     mteb = pytest.importorskip("mteb")
-    mapped = {task: "ndcg_at_10" for task in mteb_compat.BEIR_TASKS.values()}
-    mapped |= {task: "p-MRR" for task in FOLLOWIR_TASKS.values()}
-    mapped["InstructIR"] = "robustness_at_10"
+    mapped = {  # every task a benchmark's metadata maps, with the main score it declares
+        task: cls.meta.mteb.main_score_key
+        for _, cls in BENCHMARKS.items()
+        for task in cls.meta.mteb.tasks.values()
+    }
+    assert {"SciFact", "Robust04InstructionRetrieval", "InstructIR"} <= set(mapped)
     for name, main_score in mapped.items():
         meta = mteb.get_task(name).metadata
         assert "test" in meta.eval_splits, name  # the split dualview's loaders read

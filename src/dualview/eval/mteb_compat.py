@@ -11,11 +11,13 @@ Mapped: FollowIR's sets (``Robust04InstructionRetrieval``, ``Core17...``, ``News
 ``p-MRR`` as mteb's fraction, main score, plus the original-instruction run's ``og``
 scores), InstructIR (``InstructIR``: ``robustness_at_10``, mteb's main score, and
 ``ndcg_at_10``) and BEIR sets read from the Hub (``beir:BeIR/scifact`` -> ``SciFact``:
-``ndcg_at_10`` main, ``recall_at_100``, ``mrr_at_10``; `BEIR_TASKS`). Everything else is
-skipped, and said so (`MtebMapping.skipped`: a line on stderr and the result JSON's
-``mteb`` entry): dualview's own benchmarks (``paired``, ``phenomena``), InfoSearch and MAIR
-(no mteb task), a FollowIR set or BEIR folder that is not mteb's data (a local BEIR folder,
-MS MARCO, whose mteb task scores the dev split).
+``ndcg_at_10`` main, ``recall_at_100``, ``mrr_at_10``). Everything else is skipped, and said
+so (`MtebMapping.skipped`: a line on stderr and the result JSON's ``mteb`` entry):
+dualview's own benchmarks (``paired``, ``phenomena``), InfoSearch and MAIR (no mteb task),
+a FollowIR set or BEIR folder that is not mteb's data (a local BEIR folder, MS MARCO, whose
+mteb task scores the dev split). Each benchmark declares its tasks, main score and skip
+reasons in its metadata (`dualview.eval.benchmarks.meta.MtebTasks`); this module only reads
+them, so a benchmark registered from outside the package is exported the same way.
 
 A two-stage result (`dualview.eval.two_stage`) goes under its model name
 ``<reranker>@<first stage>``; its ``rerank`` record (reranker, first stage, k) is written
@@ -32,60 +34,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dualview.eval.benchmarks import parse_spec
+from dualview.eval.benchmarks import benchmark_meta, parse_spec
+from dualview.eval.benchmarks.meta import (
+    MTEB_SCORE_KEYS,
+    NO_MTEB,
+    BenchmarkMeta,
+    MtebTasks,
+)
 from dualview.eval.layout import model_slug
 from dualview.io.atomic import atomic_write_text
 
 REVISION = "no_revision_available"  # mteb's folder name for a model without a revision
-FOLLOWIR_TASKS = {
-    "Robust04": "Robust04InstructionRetrieval",
-    "Core17": "Core17InstructionRetrieval",
-    "News21": "News21InstructionRetrieval",
-}
-#: BEIR datasets (the Hub repository's name, ``BeIR/<name>`` or mteb's copy ``mteb/<name>``)
-#: -> mteb's task on the same data and split (``test``, what `Beir` reads). MS MARCO is
-#: missing on purpose: mteb scores its ``dev`` split.
-BEIR_TASKS = {
-    "arguana": "ArguAna",
-    "climate-fever": "ClimateFEVER",
-    "dbpedia-entity": "DBPedia",
-    "dbpedia": "DBPedia",
-    "fever": "FEVER",
-    "fiqa": "FiQA2018",
-    "hotpotqa": "HotpotQA",
-    "nfcorpus": "NFCorpus",
-    "nq": "NQ",
-    "quora": "QuoraRetrieval",
-    "scidocs": "SCIDOCS",
-    "scifact": "SciFact",
-    "webis-touche2020": "Touche2020",
-    "touche2020": "Touche2020",
-    "trec-covid": "TRECCOVID",
-}
-#: BEIR datasets whose mteb task scores another split than dualview's ``test``.
-SPLIT_DIFFERS = {"msmarco": "mteb's MSMARCO scores the dev split, dualview the test split"}
-#: Why a benchmark kind has no mteb result files at all.
-NO_MTEB_TASK = {
-    "paired": "dualview's own benchmark: mteb has no task for it",
-    "phenomena": "dualview's own benchmark: mteb has no task for it",
-    "infosearch": "mteb has no InfoSearch task",
-    "mair": "mteb has no MAIR task",
-}
-# dualview metric name -> mteb score key
-IR_KEYS = {
-    "MAP@1000": "map_at_1000",
-    "nDCG@5": "ndcg_at_5",
-    "nDCG@10": "ndcg_at_10",
-    "Recall@100": "recall_at_100",
-    "MRR@10": "mrr_at_10",
-    "Robustness@10": "robustness_at_10",
-}
+IR_KEYS = MTEB_SCORE_KEYS  # dualview metric name -> mteb score key
 
 
 @dataclass
@@ -124,77 +89,75 @@ def task_result(task: str, main_score: float, scores: dict[str, Any], seconds: f
     }
 
 
-def _ir_scores(metrics: dict[str, float], prefix: str = "") -> dict[str, float]:
-    """mteb's score keys of the IR measures in ``metrics`` named ``<prefix><measure>``."""
-    return {
-        IR_KEYS[name[len(prefix) :]]: value
-        for name, value in metrics.items()
-        if name.startswith(prefix) and name[len(prefix) :] in IR_KEYS
-    }
-
-
-def _followir(payload: dict[str, Any], out: MtebMapping) -> None:
-    metrics, seconds = payload["metrics"], _seconds(payload)
-    sets = [name.split("/", 1)[0] for name in metrics if name.endswith("/p-MRR")]
-    for display in sets:
-        task = FOLLOWIR_TASKS.get(display)
-        if task is None:
-            known = ", ".join(FOLLOWIR_TASKS)
-            out.skip(f"followir set {display}", f"not one of mteb's FollowIR sets ({known})")
-            continue
-        p_mrr = metrics[f"{display}/p-MRR"] / 100.0  # ours x100, mteb's a fraction
-        og = _ir_scores(metrics, f"{display}/")
-        out.results[task] = task_result(task, p_mrr, {"p-MRR": p_mrr, "og": og}, seconds)
-
-
-def _instructir(payload: dict[str, Any], out: MtebMapping) -> None:
-    scores = _ir_scores(payload["metrics"])
-    if "robustness_at_10" not in scores:
-        out.skip("instructir", "the result has no Robustness@10, mteb's main score")
-        return
-    main = scores["robustness_at_10"]
-    out.results["InstructIR"] = task_result("InstructIR", main, scores, _seconds(payload))
-
-
-def _beir(payload: dict[str, Any], out: MtebMapping) -> None:
-    _, subsets, path = parse_spec(payload["benchmark"].get("spec", "beir"))
-    if path is not None or not subsets:
-        why = "a local folder, whose data need not be mteb's (beir:BeIR/NAME reads the Hub's)"
-        out.skip("beir", why)
-        return
-    name = subsets[0].rsplit("/", 1)[-1].lower()
-    task = BEIR_TASKS.get(name)
-    if task is None:
-        out.skip(f"beir {subsets[0]}", SPLIT_DIFFERS.get(name, "no mteb task on this dataset"))
-        return
-    scores = _ir_scores(payload["metrics"])
-    if "ndcg_at_10" not in scores:
-        out.skip(f"beir {subsets[0]}", "the result has no nDCG@10, mteb's main score")
-        return
-    out.results[task] = task_result(task, scores["ndcg_at_10"], scores, _seconds(payload))
-
-
 def _seconds(payload: dict[str, Any]) -> float:
     return float(payload.get("seconds") or 0.0)
 
 
-#: benchmark kind -> what fills its `MtebMapping`
-MAPPERS: dict[str, Callable[[dict[str, Any], MtebMapping], None]] = {
-    "followir": _followir,
-    "instructir": _instructir,
-    "beir": _beir,
-}
+def _subsets(kind: str, tasks: MtebTasks, payload: dict[str, Any], out: MtebMapping) -> list[str]:
+    """The result's subsets, as ``tasks.subsets`` says (see `MtebTasks`): ``[""]`` for the
+    whole result, its parts, or the Hub dataset its spec names; none (and a skip) for a
+    local folder where the data must be mteb's."""
+    if tasks.subsets == "whole":
+        return [""]
+    if tasks.subsets == "parts":
+        suffix = f"/{tasks.main_score}"
+        return [name[: -len(suffix)] for name in payload["metrics"] if name.endswith(suffix)]
+    _, subsets, path = parse_spec(payload["benchmark"].get("spec", kind))
+    if path is not None or not subsets:
+        out.skip(kind, tasks.local)
+        return []
+    return [subsets[0]]
+
+
+def _subset_key(tasks: MtebTasks, subset: str) -> str:
+    """How ``tasks.tasks`` names a subset: a Hub dataset by its name, lower case."""
+    return subset.rsplit("/", 1)[-1].lower() if tasks.subsets == "hub_dataset" else subset
+
+
+def _task_scores(
+    meta: BenchmarkMeta, subset: str, metrics: dict[str, float]
+) -> tuple[float, dict[str, Any]] | None:
+    """mteb's main score and score entries of one subset (its metrics ``<subset>/NAME``, or
+    all for the whole result); None when it lacks the main score."""
+    tasks = meta.mteb
+    prefix = f"{subset}/" if tasks.subsets == "parts" else ""
+    own = {n[len(prefix) :]: v for n, v in metrics.items() if n.startswith(prefix)}
+    if tasks.main_score not in own:
+        return None
+    main = own[tasks.main_score] / (100.0 if meta.scale(tasks.main_score) == "percent" else 1.0)
+    keys = tasks.keys(_subset_key(tasks, subset))
+    scores = {keys[n]: v for n, v in own.items() if n in keys and n != tasks.main_score}
+    if tasks.others_under is not None:
+        return main, {tasks.main_score_key: main, tasks.others_under: scores}
+    return main, {**scores, tasks.main_score_key: main}
+
+
+def _map_tasks(kind: str, meta: BenchmarkMeta, payload: dict[str, Any], out: MtebMapping) -> None:
+    tasks, seconds = meta.mteb, _seconds(payload)
+    for subset in _subsets(kind, tasks, payload, out):
+        what = tasks.what.format(kind=kind, subset=subset).strip()
+        task = tasks.tasks.get(_subset_key(tasks, subset))
+        if task is None:
+            out.skip(what, tasks.no_task.get(_subset_key(tasks, subset), tasks.unknown))
+            continue
+        found = _task_scores(meta, subset, payload["metrics"])
+        if found is None:
+            out.skip(what, f"the result has no {tasks.main_score}, mteb's main score")
+            continue
+        out.results[task] = task_result(task, *found, seconds)
 
 
 def mteb_mapping(payload: dict[str, Any]) -> MtebMapping:
-    """The mteb task results of one ``dualview eval`` result, and what was skipped, why."""
+    """The mteb task results of one ``dualview eval`` result, and what was skipped, why, as
+    its benchmark's metadata says (`dualview.eval.benchmarks.meta.MtebTasks`)."""
     kind = payload["benchmark"].get("name", "")
+    meta = benchmark_meta(kind)
     out = MtebMapping()
-    mapper = MAPPERS.get(kind)
-    if mapper is None:
-        out.skip(kind, NO_MTEB_TASK.get(kind, "no mteb task is mapped for this benchmark"))
+    tasks = NO_MTEB if meta is None else meta.mteb
+    if meta is None or tasks.skip is not None:
+        out.skip(kind, tasks.skip or "")
     else:
-        mapper(payload, out)
+        _map_tasks(kind, meta, payload, out)
     return out
 
 

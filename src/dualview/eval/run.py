@@ -237,7 +237,7 @@ def run_one(
         "benchmark": {
             "spec": spec,
             "label": spec_label(spec),
-            **asdict(bench.meta),
+            **bench.meta.record(),
             "data_fingerprint": data_fp,
             "files": [str(f) for f in bench.files],
         },

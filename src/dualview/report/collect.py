@@ -1,9 +1,10 @@
 """Read evaluation result JSONs and training logs into report rows.
 
-Column names follow the paper's table (``FollowIR p-MRR``, ``FollowIR Score``,
-``InfoSearch <dim> p-MRR``, ``MAIR <task> nDCG@10``); any other benchmark contributes its
-headline metrics as ``<label> <metric>``. IR measures are stored as fractions and shown x100
-(`dualview.eval.layout.display_value`).
+Each benchmark's metadata says its columns (`dualview.eval.benchmarks.meta.BenchmarkMeta`:
+the paper's ``FollowIR p-MRR``, ``FollowIR Score``, ``InfoSearch <dim> p-MRR``, ``MAIR <task>
+nDCG@10``; ``<label> <metric>`` for the other benchmarks' headline metrics; every metric of a
+benchmark that declares none), the scale of each (IR measures are stored as fractions and
+shown x100) and whether its files feed the error analysis; nothing here names a benchmark.
 """
 
 from __future__ import annotations
@@ -14,58 +15,29 @@ from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError, warn_once
-from dualview.eval.layout import MTEB_FOLDER, display_value, model_slug
+from dualview.eval.benchmarks import benchmark_meta
+from dualview.eval.benchmarks.meta import ReportColumn, report_columns
+from dualview.eval.layout import MTEB_FOLDER, model_slug
 from dualview.io.files import read_json_file
 from dualview.report.table import ConfigResult
 from dualview.train.step_log import read_loss_log
 
-# Headline metrics of benchmarks outside the paper's columns.
-EXTRA_METRICS = {
-    "beir": ("nDCG@10", "Recall@100"),
-    "paired": ("pairwise accuracy", "p-MRR", "nDCG@10"),
-    "instructir": ("nDCG@10", "Robustness@10"),
-    "phenomena": (
-        "p-MRR",
-        "pairwise accuracy",  # per query: what the error analysis (flips) reads
-        "nDCG@10",
-        "polarity/p-MRR",
-        "polarity/nDCG@10",
-        "negation/p-MRR",
-        "negation/nDCG@10",
-    ),
-}
-# Benchmarks in the paired layout: their files feed the error analysis (`report.flips`).
-PAIRED_KINDS = ("paired", "phenomena")
+
+def column_specs(kind: str, label: str, metrics: dict[str, float]) -> dict[str, ReportColumn]:
+    """Report column -> the metric behind it (a `ReportColumn`: its name and scale), as the
+    benchmark's metadata declares (`dualview.eval.benchmarks.meta.report_columns`)."""
+    return report_columns(benchmark_meta(kind), label, metrics)
 
 
 def column_sources(kind: str, label: str, metrics: dict[str, float]) -> dict[str, str]:
     """Report column -> the benchmark's metric name behind it."""
-    out: dict[str, str] = {}
-    if kind == "followir":
-        for name, column in (("p-MRR", "FollowIR p-MRR"), ("Score", "FollowIR Score")):
-            if name in metrics:
-                out[column] = name
-    elif kind == "infosearch":
-        for name in metrics:
-            dim, _, metric = name.partition("/")
-            if metric == "p-MRR":
-                out[f"InfoSearch {dim} p-MRR"] = name
-    elif kind == "mair":
-        for name in metrics:
-            task, _, metric = name.partition("/")
-            if metric == "nDCG@10":
-                out[f"MAIR {task} nDCG@10"] = name
-    else:
-        for name in EXTRA_METRICS.get(kind, tuple(metrics)):
-            if name in metrics:
-                out[f"{label} {name}"] = name
-    return out
+    return {column: spec.metric for column, spec in column_specs(kind, label, metrics).items()}
 
 
 def paper_columns(kind: str, label: str, metrics: dict[str, float]) -> dict[str, float]:
     """Map one benchmark's metrics to report columns (values already x100)."""
-    sources = column_sources(kind, label, metrics)
-    return {column: display_value(name, metrics[name]) for column, name in sources.items()}
+    sources = column_specs(kind, label, metrics)
+    return {column: spec.shown(metrics[spec.metric]) for column, spec in sources.items()}
 
 
 NO_PER_QUERY = "no per-query values in its result file"
@@ -113,13 +85,16 @@ def query_values(
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
     """Per report column, each query's value (x100 like the column) as a one-run list
     (`metric_per_query`), and for each column without per-query values, why."""
+    meta = benchmark_meta(kind)
     per_query = payload.get("per_query") or {}
+    if meta is not None and meta.pairing == "none":
+        per_query = {}
     out: dict[str, dict[str, list[float]]] = {}
     notes: dict[str, str] = {}
-    for column, name in column_sources(kind, label, payload["metrics"]).items():
-        values, why = metric_per_query(name, payload["metrics"], per_query)
+    for column, spec in column_specs(kind, label, payload["metrics"]).items():
+        values, why = metric_per_query(spec.metric, payload["metrics"], per_query)
         if values:
-            out[column] = {q: [display_value(name, v)] for q, v in values.items()}
+            out[column] = {q: [spec.shown(v)] for q, v in values.items()}
         else:
             notes[column] = why
     return out, notes
@@ -156,7 +131,8 @@ def add_payload(row: ConfigResult, payload: dict[str, Any]) -> None:
     values, notes = query_values(kind, bench_label, payload)
     row.query_values.update(values)
     row.query_notes.update(notes)
-    if kind in PAIRED_KINDS:
+    meta = benchmark_meta(kind)
+    if meta is not None and meta.pairing == "instruction_pairs":
         row.sources[bench_label] = [str(f) for f in bench.get("files", [])]
 
 

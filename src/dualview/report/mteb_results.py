@@ -4,7 +4,8 @@ and mteb itself writes for the same tasks, read back into dualview's metrics.
 A folder is an mteb model's results when it holds ``model_meta.json`` beside one
 ``<Task>.json`` (mteb's ``TaskResult``) per task; a report argument may be that folder, the
 model's folder above it (one per revision), a results root (``OUT/mteb``, mteb's
-``results``) or mteb's cache folder above it, which give one arm per model. Read:
+``results``) or mteb's cache folder above it, which give one arm per model. Read: the tasks
+that registered benchmarks' metadata maps (`read_tasks`), back through the same mapping:
 FollowIR's sets (``p-MRR``, mteb's fraction, shown x100; the set's Score from the
 original-instruction run, ``og`` in mteb 2, ``individual.original`` in mteb 1) and
 InstructIR (nDCG@10, Robustness@10). mteb files hold no per-query values, so their columns
@@ -13,22 +14,41 @@ get no paired test (the report says why).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dualview.errors import DataError, warn_once
-from dualview.eval.benchmarks.base import BenchmarkResult
-from dualview.eval.benchmarks.followir import SCORE_METRIC
-from dualview.eval.mteb_compat import FOLLOWIR_TASKS, IR_KEYS
+from dualview.eval.benchmarks import BENCHMARKS, BenchmarkMeta, BenchmarkResult
+from dualview.eval.benchmarks.meta import PART
 from dualview.io.files import read_json_file
 from dualview.report.collect import MTEB_MODEL_META, add_payload
 from dualview.report.table import ConfigResult
 
-FOLLOWIR_SETS = {task: display for display, task in FOLLOWIR_TASKS.items()}
-# mteb score key -> dualview metric name
-METRIC_NAMES = {key: name for name, key in IR_KEYS.items()} | {"robustness_at_10": "Robustness@10"}
-INSTRUCTIR_TASK = "InstructIR"
-READ_TASKS = (*FOLLOWIR_SETS, INSTRUCTIR_TASK)
+#: mteb 1 kept a nested run's scores under ``individual``, by another name
+MTEB1_NESTED = {"og": "original", "changed": "changed"}
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """A benchmark's subset that an mteb task holds (`read_tasks`)."""
+
+    kind: str
+    meta: BenchmarkMeta
+    subset: str
+
+
+def read_tasks() -> dict[str, ReadTask]:
+    """mteb task -> the benchmark subset it holds, from every registered benchmark's
+    metadata (`MtebTasks`). A task of a Hub dataset (BEIR) is not read: its result does not
+    say which spec (and so which report column) it came from."""
+    out: dict[str, ReadTask] = {}
+    for kind, cls in BENCHMARKS.items():
+        tasks = cls.meta.mteb
+        if tasks.skip is None and tasks.subsets != "hub_dataset":
+            for subset, task in tasks.tasks.items():
+                out[task] = ReadTask(kind, cls.meta, subset)
+    return out
 
 
 def mteb_model_folders(folder: Path) -> list[Path]:
@@ -52,40 +72,54 @@ def _test_scores(path: Path, data: Any) -> tuple[str, dict[str, Any]]:
         raise DataError(path, None, "json", f"not an mteb task result ({exc!r})") from None
 
 
-def _original_run(scores: dict[str, Any]) -> dict[str, Any]:
-    """The original-instruction run's scores of a FollowIR task (mteb 2, then mteb 1)."""
-    og = scores.get("og") or (scores.get("individual") or {}).get("original") or {}
-    return og if isinstance(og, dict) else {}
+def _nested(scores: dict[str, Any], under: str) -> dict[str, Any]:
+    """A nested run's scores (FollowIR's ``og``: mteb 2, then mteb 1's ``individual``)."""
+    found = scores.get(under) or (scores.get("individual") or {}).get(MTEB1_NESTED.get(under))
+    return found if isinstance(found, dict) else {}
 
 
-def _followir_metrics(tasks: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """dualview's FollowIR metrics (per set and their mean) from mteb's task scores."""
+def _subset_metrics(read: ReadTask, scores: dict[str, Any]) -> dict[str, float]:
+    """dualview's metrics of one subset (``<subset>/NAME`` for a part) from its task scores."""
+    tasks = read.meta.mteb
+    names = {key: name for name, key in tasks.keys(read.subset).items()}
+    found = _nested(scores, tasks.others_under) if tasks.others_under else scores
+    metrics = {names[k]: float(v) for k, v in found.items() if k in names}
+    main = float(scores[tasks.main_score_key])
+    metrics[tasks.main_score] = (
+        100.0 * main if read.meta.scale(tasks.main_score) == "percent" else main
+    )
+    prefix = f"{read.subset}/" if read.subset else ""
+    return {f"{prefix}{name}": value for name, value in metrics.items()}
+
+
+def _benchmark_metrics(reads: list[tuple[ReadTask, dict[str, Any]]]) -> dict[str, float]:
+    """One benchmark's metrics from its tasks' scores; a headline metric of its parts is
+    their mean (`BenchmarkResult.add_mean`: FollowIR's p-MRR and Score over its sets)."""
     result = BenchmarkResult()
-    for task, scores in tasks.items():
-        display = FOLLOWIR_SETS[task]
-        result.metrics[f"{display}/p-MRR"] = 100.0 * float(scores["p-MRR"])
-        score_key = IR_KEYS[SCORE_METRIC[display.lower()]]
-        if score_key in _original_run(scores):
-            result.metrics[f"{display}/Score"] = float(_original_run(scores)[score_key])
-    sets = [FOLLOWIR_SETS[task] for task in tasks]
-    result.add_mean("p-MRR", [f"{s}/p-MRR" for s in sets])
-    result.add_mean("Score", [f"{s}/Score" for s in sets])
+    for read, scores in reads:
+        result.metrics.update(_subset_metrics(read, scores))
+    parts = [read.subset for read, _ in reads if read.subset]
+    if parts:
+        for column in reads[0][0].meta.columns:
+            if not column.metric.startswith(PART):
+                result.add_mean(column.metric, [f"{p}/{column.metric}" for p in parts])
     return result.metrics
 
 
 def _payloads(tasks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Eval-result-shaped payloads (no per-query values) of the tasks the report reads."""
-    followir = {t: s for t, s in tasks.items() if t in FOLLOWIR_SETS}
-    out = []
-    if followir:
-        out.append(("followir", _followir_metrics(followir)))
-    if INSTRUCTIR_TASK in tasks:
-        scores = tasks[INSTRUCTIR_TASK]
-        metrics = {METRIC_NAMES[k]: float(v) for k, v in scores.items() if k in METRIC_NAMES}
-        out.append(("instructir", metrics))
+    """Eval-result-shaped payloads (no per-query values) of the tasks the report reads, one
+    per benchmark."""
+    known = read_tasks()
+    by_kind: dict[str, list[tuple[ReadTask, dict[str, Any]]]] = {}
+    for task, scores in tasks.items():
+        by_kind.setdefault(known[task].kind, []).append((known[task], scores))
     return [
-        {"benchmark": {"name": kind, "label": kind}, "metrics": metrics, "per_query": {}}
-        for kind, metrics in out
+        {
+            "benchmark": {"name": kind, "label": kind},
+            "metrics": _benchmark_metrics(by_kind[kind]),
+            "per_query": {},
+        }
+        for kind in sorted(by_kind)
     ]
 
 
@@ -100,24 +134,25 @@ def mteb_model_row(folder: Path) -> ConfigResult:
     """One mteb model's results as a row named by its ``model_meta.json``; tasks without a
     report column are skipped with a warning; none with one is a located error."""
     tasks: dict[str, dict[str, Any]] = {}
+    known = read_tasks()
     for path in sorted(folder.glob("*.json")):
         if path.name == MTEB_MODEL_META:
             continue
         task, scores = _test_scores(path, read_json_file(path))
-        if task in READ_TASKS:
+        if task in known:
             tasks[task] = scores
         else:
             warn_once(f"warning: {path}: mteb task {task!r} has no report column; skipped")
     if not tasks:
         raise DataError(
-            folder, None, "mteb", f"no task result the report reads ({', '.join(READ_TASKS)})"
+            folder, None, "mteb", f"no task result the report reads ({', '.join(known)})"
         )
     row = ConfigResult(_model_name(folder))
-    for payload in _payloads(tasks):
-        try:
+    try:
+        for payload in _payloads(tasks):
             add_payload(row, payload)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(folder, None, "mteb", f"unreadable scores ({exc!r})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(folder, None, "mteb", f"unreadable scores ({exc!r})") from None
     return row
 
 

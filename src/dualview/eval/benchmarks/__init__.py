@@ -1,5 +1,9 @@
 """Benchmark loaders, one per benchmark, and `load_benchmark` for ``KIND[:SUBSETS][=PATH]``.
 
+A benchmark is one module: a `Benchmark` subclass whose `BenchmarkMeta` declares its report
+columns, pairing and mteb tasks (`dualview.eval.benchmarks.meta`), and one registration in
+`BENCHMARKS` (or, from outside the package, ``BENCHMARKS.register`` / an entry point).
+
 Local folder layouts are documented in each module and in ``docs/architecture/eval.md``.
 """
 
@@ -8,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from dualview.errors import DualviewError
-from dualview.eval.benchmarks.base import Benchmark, BenchmarkMeta, BenchmarkResult, EvalContext
+from dualview.eval.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from dualview.eval.benchmarks.beir import Beir
 from dualview.eval.benchmarks.followir import FollowIR
 from dualview.eval.benchmarks.infosearch import InfoSearch
 from dualview.eval.benchmarks.instructir import InstructIR
 from dualview.eval.benchmarks.mair import MAIR
+from dualview.eval.benchmarks.meta import BenchmarkMeta
 from dualview.eval.benchmarks.paired import PairedInstructions
 from dualview.eval.benchmarks.phenomena import Phenomena
 from dualview.registry import Registry, UnknownNameError
@@ -33,6 +38,12 @@ BENCHMARKS: Registry[type[Benchmark]] = Registry(
         "beir": Beir,
     },
 )
+
+
+def benchmark_meta(kind: str) -> BenchmarkMeta | None:
+    """The metadata of the benchmark registered as ``kind`` (what a result's
+    ``benchmark.name`` stores); None for one no longer registered (a plugin's old result)."""
+    return BENCHMARKS.get(kind).meta if kind in BENCHMARKS else None
 
 
 def parse_spec(spec: str) -> tuple[str, list[str] | None, Path | None]:
@@ -77,6 +88,7 @@ __all__ = [
     "BenchmarkMeta",
     "BenchmarkResult",
     "EvalContext",
+    "benchmark_meta",
     "data_path",
     "load_benchmark",
     "parse_spec",

@@ -1,7 +1,8 @@
 """What every benchmark shares: metadata, the evaluation context, results, and run helpers.
 
 A benchmark is a class with a `BenchmarkMeta` (mteb style: name, reference, Hub
-dataset, main score) built from a local folder in the upstream layout, or from the Hugging
+dataset, main score, report columns, pairing, mteb tasks; `dualview.eval.benchmarks.meta`)
+built from a local folder in the upstream layout, or from the Hugging
 Face Hub by name (`hub_snapshot`, online only). `Benchmark.evaluate` ranks through the
 helpers here (`encode_corpus`, `retrieve`, `rerank`) and returns a `BenchmarkResult`:
 flat metric means plus per-query values, so every number can be traced to its queries.
@@ -27,24 +28,13 @@ from dualview.data.bm25 import BM25_KINDS, RankedIndex, bm25_index
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.schema import Document
 from dualview.errors import DataError, DualviewError
+from dualview.eval.benchmarks.meta import BenchmarkMeta
 from dualview.eval.metrics import MetricResult
 from dualview.progress import track
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.rerank import CachedReranker, rerank_top_k
 from dualview.retrieval.search import Run, rerank_run, topk_run
 from dualview.retrieval.text import InstructedQuery, doc_text
-
-
-@dataclass(frozen=True)
-class BenchmarkMeta:
-    """Description of a benchmark (what mteb's ``TaskMetadata`` holds, in small)."""
-
-    name: str
-    description: str
-    reference: str
-    main_score: str
-    hub_dataset: str | None = None
-
 
 #: First stages of two-stage evaluation: a bi-encoder, BM25 (``bm25``: the `bm25s` library,
 #: stemmed; ``bm25-builtin``: the hand-written one, `dualview.data.bm25`), the benchmark's

@@ -24,10 +24,33 @@ from dualview.eval.benchmarks.base import (
     hub_snapshot,
     retrieve,
 )
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
 from dualview.eval.metrics import ir_metrics
 
 METRICS = ("nDCG@10", "Recall@100", "MRR@10")
 TOP_K = 100
+#: BEIR datasets (the Hub repository's name, ``BeIR/<name>`` or mteb's copy ``mteb/<name>``)
+#: -> mteb's task on the same data and split (``test``, what `Beir` reads). MS MARCO is
+#: missing on purpose: mteb scores its ``dev`` split.
+MTEB_TASKS = {
+    "arguana": "ArguAna",
+    "climate-fever": "ClimateFEVER",
+    "dbpedia-entity": "DBPedia",
+    "dbpedia": "DBPedia",
+    "fever": "FEVER",
+    "fiqa": "FiQA2018",
+    "hotpotqa": "HotpotQA",
+    "nfcorpus": "NFCorpus",
+    "nq": "NQ",
+    "quora": "QuoraRetrieval",
+    "scidocs": "SCIDOCS",
+    "scifact": "SciFact",
+    "webis-touche2020": "Touche2020",
+    "touche2020": "Touche2020",
+    "trec-covid": "TRECCOVID",
+}
+#: BEIR datasets whose mteb task scores another split than dualview's ``test``.
+SPLIT_DIFFERS = {"msmarco": "mteb's MSMARCO scores the dev split, dualview the test split"}
 
 
 class Beir(Benchmark):
@@ -39,6 +62,15 @@ class Beir(Benchmark):
         reference="https://arxiv.org/abs/2104.08663",
         main_score="nDCG@10",
         hub_dataset="BeIR/<name> (give the repository as the subset: beir:BeIR/scifact)",
+        columns=(ReportColumn(metric="nDCG@10"), ReportColumn(metric="Recall@100")),
+        mteb=MtebTasks(
+            subsets="hub_dataset",
+            tasks=MTEB_TASKS,
+            no_task=SPLIT_DIFFERS,
+            local="a local folder, whose data need not be mteb's (beir:BeIR/NAME reads the Hub's)",
+            main_score="nDCG@10",
+            main_score_key="ndcg_at_10",
+        ),
     )
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None, split: str = "test"):

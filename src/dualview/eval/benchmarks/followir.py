@@ -37,6 +37,7 @@ from dualview.eval.benchmarks.base import (
     require_file,
     rerank,
 )
+from dualview.eval.benchmarks.meta import MTEB_SCORE_KEYS, MtebTasks, ReportColumn
 from dualview.eval.metrics import ir_metrics, p_mrr
 from dualview.io.files import iter_json_lines
 
@@ -47,6 +48,12 @@ HUB_SETS = {
 }
 SCORE_METRIC = {"robust04": "MAP@1000", "core17": "MAP@1000", "news21": "nDCG@5"}
 DISPLAY = {"robust04": "Robust04", "core17": "Core17", "news21": "News21"}
+#: mteb's task of each set (its display name)
+MTEB_TASKS = {
+    "Robust04": "Robust04InstructionRetrieval",
+    "Core17": "Core17InstructionRetrieval",
+    "News21": "News21InstructionRetrieval",
+}
 
 
 def read_instruction_queries(path: Path, fields: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -168,6 +175,23 @@ class FollowIR(Benchmark):
         reference="https://arxiv.org/abs/2403.15246",
         main_score="p-MRR",
         hub_dataset="jhu-clsp/{robust04,core17,news21}-instructions",
+        columns=(
+            ReportColumn(metric="p-MRR", column="FollowIR p-MRR", scale="percent"),
+            ReportColumn(metric="Score", column="FollowIR Score"),
+        ),
+        mteb=MtebTasks(
+            subsets="parts",
+            tasks=MTEB_TASKS,
+            unknown=f"not one of mteb's FollowIR sets ({', '.join(MTEB_TASKS)})",
+            main_score="p-MRR",
+            main_score_key="p-MRR",
+            # the set's Score is its original-instruction run's MAP@1000 or nDCG@5 (og)
+            subset_score_keys={
+                DISPLAY[s]: {"Score": MTEB_SCORE_KEYS[m]} for s, m in SCORE_METRIC.items()
+            },
+            others_under="og",
+            what="{kind} set {subset}",
+        ),
     )
     reranks_own_candidates = True
 

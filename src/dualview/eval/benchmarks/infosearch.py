@@ -37,6 +37,7 @@ from dualview.eval.benchmarks.base import (
     retrieve,
 )
 from dualview.eval.benchmarks.followir import changed_documents
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
 from dualview.eval.metrics import ir_metrics, p_mrr
 from dualview.io.files import iter_json_lines
 
@@ -130,6 +131,10 @@ class InfoSearch(Benchmark):
         reference="https://arxiv.org/abs/2410.23841",
         main_score="p-MRR",
         hub_dataset="jianqunZ/<Dimension>-v1",
+        columns=(
+            ReportColumn(metric="*/p-MRR", column="InfoSearch {part} p-MRR", scale="percent"),
+        ),
+        mteb=MtebTasks(skip="mteb has no InfoSearch task"),
     )
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:

@@ -31,6 +31,7 @@ from dualview.eval.benchmarks.base import (
     require_file,
     retrieve,
 )
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
 from dualview.eval.metrics import MetricResult, ir_metrics
 from dualview.io.files import iter_json_lines
 
@@ -82,6 +83,12 @@ class InstructIR(Benchmark):
         reference="https://arxiv.org/abs/2402.14334",
         main_score="Robustness@10",
         hub_dataset="mteb/InstructIR-mteb",
+        columns=(ReportColumn(metric="nDCG@10"), ReportColumn(metric="Robustness@10")),
+        mteb=MtebTasks(
+            tasks={"": "InstructIR"},
+            main_score="Robustness@10",
+            main_score_key="robustness_at_10",
+        ),
     )
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:

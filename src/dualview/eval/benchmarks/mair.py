@@ -31,6 +31,7 @@ from dualview.eval.benchmarks.base import (
     require_file,
     retrieve,
 )
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
 from dualview.eval.metrics import ir_metrics
 from dualview.io.files import iter_json_lines
 from dualview.resources import cache_dir
@@ -125,6 +126,8 @@ class MAIR(Benchmark):
         reference="https://arxiv.org/abs/2410.10127",
         main_score="nDCG@10",
         hub_dataset="MAIR-Bench/MAIR-Queries + MAIR-Bench/MAIR-Docs",
+        columns=(ReportColumn(metric="*/nDCG@10", column="MAIR {part} nDCG@10"),),
+        mteb=MtebTasks(skip="mteb has no MAIR task"),
     )
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:

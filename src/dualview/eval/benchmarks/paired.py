@@ -46,11 +46,13 @@ from dualview.eval.benchmarks.base import (
     rerank,
     retrieve,
 )
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
 from dualview.eval.metrics import MetricResult, ir_metrics, p_mrr, pairwise_accuracy
 from dualview.io.files import iter_json_lines
 
 TOP_K = 1000
 SIDES = ("a", "b")
+OWN_BENCHMARK = "dualview's own benchmark: mteb has no task for it"
 
 
 @dataclass
@@ -139,6 +141,13 @@ class PairedInstructions(Benchmark):
         "violating documents",
         reference="docs/architecture/eval.md",
         main_score="p-MRR",
+        columns=(
+            ReportColumn(metric="pairwise accuracy", scale="percent"),
+            ReportColumn(metric="p-MRR", scale="percent"),
+            ReportColumn(metric="nDCG@10"),
+        ),
+        pairing="instruction_pairs",
+        mteb=MtebTasks(skip=OWN_BENCHMARK),
     )
 
     def __init__(self, path: Path | None, subsets: list[str] | None = None) -> None:

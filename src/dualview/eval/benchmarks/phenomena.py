@@ -13,7 +13,8 @@ from pathlib import Path
 
 from dualview.data.phenomena import PHENOMENA_DIR
 from dualview.eval.benchmarks.base import BenchmarkMeta
-from dualview.eval.benchmarks.paired import PairedInstructions
+from dualview.eval.benchmarks.meta import MtebTasks, ReportColumn
+from dualview.eval.benchmarks.paired import OWN_BENCHMARK, PairedInstructions
 
 
 class Phenomena(PairedInstructions):
@@ -26,6 +27,18 @@ class Phenomena(PairedInstructions):
         "evaluation only",
         reference="src/dualview/data/phenomena/CARD.md",
         main_score="p-MRR",
+        columns=(
+            ReportColumn(metric="p-MRR", scale="percent"),
+            # per query: what the error analysis (flips) reads
+            ReportColumn(metric="pairwise accuracy", scale="percent"),
+            ReportColumn(metric="nDCG@10"),
+            ReportColumn(metric="polarity/p-MRR", scale="percent"),
+            ReportColumn(metric="polarity/nDCG@10"),
+            ReportColumn(metric="negation/p-MRR", scale="percent"),
+            ReportColumn(metric="negation/nDCG@10"),
+        ),
+        pairing="instruction_pairs",
+        mteb=MtebTasks(skip=OWN_BENCHMARK),
     )
     bundled_path = PHENOMENA_DIR
 
