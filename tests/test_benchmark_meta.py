@@ -19,8 +19,9 @@ from dualview.eval.metrics import MetricResult
 from dualview.eval.mteb_compat import mteb_mapping, write_mteb_results
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
-from dualview.report.collect import eval_folder_rows
+from dualview.report.collect import add_payload, eval_folder_rows
 from dualview.report.mteb_results import mteb_rows
+from dualview.report.table import ConfigResult
 
 
 def _followir_payload() -> dict:
@@ -140,3 +141,29 @@ def test_a_benchmark_registered_from_outside_is_reported_and_exported(tmp_path: 
     saved = json.loads((tmp_path / "out" / "bm25" / "toybench.json").read_text())
     assert saved["mteb"] == {"tasks": ["ToyRetrieval"], "skipped": []}
     assert saved["benchmark"]["main_score"] == "Hits@1"
+
+
+@pytest.mark.parametrize(
+    ("pairing", "sources", "tested"),
+    [("instruction_pairs", {"toy": ["f.jsonl"]}, True), ("queries", {}, True), ("none", {}, False)],
+)
+def test_pairing_decides_the_error_analysis_files_and_the_paired_tests(
+    pairing: str, sources: dict, tested: bool
+) -> None:
+    class Paired(Toy):
+        meta = Toy.meta.model_copy(update={"name": "toypairs", "pairing": pairing})
+
+    payload = {
+        "benchmark": {"name": "toypairs", "label": "toy", "files": ["f.jsonl"]},
+        "metrics": {"Hits@1": 0.5},
+        "per_query": {"Hits@1": {"q1": 1.0, "q2": 0.0}},
+    }
+    row = ConfigResult("arm")
+    BENCHMARKS.register("toypairs", Paired)
+    try:
+        add_payload(row, payload)
+    finally:
+        BENCHMARKS.remove("toypairs")
+    assert row.sources == sources
+    assert ("toy Hits@1" in row.query_values) is tested
+    assert ("toy Hits@1" in row.query_notes) is not tested
