@@ -151,7 +151,8 @@ def test_an_embedded_gguf_name_loads_with_its_chat_template(
     plain = _scores(LlmReranker(reranker_config(tiny_qwen)))  # the folder's default: no template
     assert abs(plain - expected).max() > 1e-4
     saved = model.save(tmp_path / "saved")
-    assert json.loads((saved / RERANKER_FILE).read_text())["chat_template"] is True
+    info = json.loads((saved / RERANKER_FILE).read_text())  # the template baked into the prompt
+    assert info["prompt"].startswith("<|im_start|>user\n") and "chat_template" not in info
     again = _scores(load_reranker(saved, device="cpu"))
     torch.testing.assert_close(torch.tensor(again), torch.tensor(expected), atol=1e-5, rtol=0)
 

@@ -32,9 +32,17 @@ trains the LM to answer the question.
 - **LoRA** (``model.lora``): the adapters of `dualview.models.decoder` on the LM's linear
   layers; only they train.
 - **Saved folder**: the merged LM with its tokenizer (a plain ``AutoModelForCausalLM``
-  folder), the adapter alone under ``lora_adapter/`` with LoRA, and
-  `dualview.models.reranker.RERANKER_FILE` holding the prompt, the answers and the lengths;
-  `dualview.models.reranker.load_reranker` reads it back.
+  folder: ``Qwen2ForCausalLM``, ``LlamaForCausalLM``, ... as vLLM and mteb take it), the
+  adapter alone under ``lora_adapter/`` with LoRA, `dualview.models.reranker.RERANKER_FILE`
+  holding the rendered prompt (chat template applied), the answers and the lengths, which
+  `dualview.models.reranker.load_reranker` reads back, and `PROMPT_FILE`, the rendered prompt
+  alone. The same folder is a sentence-transformers ``CrossEncoder`` (`write_cross_encoder_files`):
+  the tokenizer's chat template is the scoring template (`PromptPieces.jinja`: a pair's
+  ``query`` and ``document`` messages rendered into the prompt) and a ``LogitScore`` module
+  reads the answer log-odds, so ``CrossEncoder(folder).predict([(query_text, passage)])``
+  gives `LlmReranker.score`'s scores for pairs within the length limits (``query_text``: the
+  query joined with its instruction; beyond the limits sentence-transformers cuts the
+  rendered prompt, keeping its suffix, where this class cuts each text).
 """
 
 from __future__ import annotations
@@ -78,6 +86,15 @@ KIND = "llm_reranker"
 _NO_LIMIT = 1 << 30
 #: Stand-ins for the two texts while the prompt is rendered (private-use characters).
 _QUERY_MARK, _PASSAGE_MARK = "\ue000query\ue000", "\ue000passage\ue000"
+#: The rendered prompt of a saved folder, ``{query}`` and ``{passage}`` its fields (for
+#: clients that build the prompt themselves: vLLM's /v1/completions, mteb's rerankers).
+PROMPT_FILE = "reranker_prompt.txt"
+#: The sentence-transformers modules of a saved folder (the layout of sentence-transformers
+#: 6: a causal-LM Transformer at the root, then LogitScore; see write_cross_encoder_files).
+_ST_MODULES = (
+    ("", "sentence_transformers.base.modules.transformer.Transformer"),
+    ("1_LogitScore", "sentence_transformers.cross_encoder.modules.logit_score.LogitScore"),
+)
 
 
 def backbone_source(name: str) -> tuple[str, str | None]:
@@ -133,6 +150,45 @@ class PromptPieces:
         """The prompt of one pair."""
         texts = {"query": query, "passage": passage}
         return "".join(texts[piece] if i % 2 else piece for i, piece in enumerate(self.pieces))
+
+    def format_string(self) -> str:
+        """The rendered prompt as a ``str.format`` template with ``{query}`` and ``{passage}``
+        (the configured prompt itself when no chat template is applied)."""
+        return "".join(
+            f"{{{piece}}}" if i % 2 else piece.replace("{", "{{").replace("}", "}}")
+            for i, piece in enumerate(self.pieces)
+        )
+
+    def jinja(self, head: str = "", tail: str = "") -> str:
+        """A chat template rendering the ``query`` and ``document`` messages of a pair into
+        the prompt (as sentence-transformers and vLLM's /v1/score present a pair), between
+        ``head`` and ``tail``: the special tokens the tokenizer adds itself, which a chat
+        template's tokenization does not add."""
+        roles = {"query": "ns.query", "passage": "ns.document"}
+        body = "".join(
+            f"{{{{ {roles[piece]} }}}}" if i % 2 else _jinja_literal(piece)
+            for i, piece in enumerate(
+                (head + self.pieces[0], *self.pieces[1:-1], self.pieces[-1] + tail)
+            )
+        )
+        return (
+            "{%- set ns = namespace(query='', document='') -%}"
+            "{%- for m in messages -%}"
+            "{%- set text = m['content'] if m['content'] is string "
+            "else m['content'] | map(attribute='text') | join('') -%}"
+            "{%- if m['role'] == 'query' -%}{%- set ns.query = text -%}"
+            "{%- elif m['role'] == 'document' -%}{%- set ns.document = text -%}{%- endif -%}"
+            "{%- endfor -%}" + body
+        )
+
+
+def _jinja_literal(text: str) -> str:
+    """``text`` as a Jinja expression printing it exactly (an expression, not a raw block:
+    chat templates trim the newline after a block tag)."""
+    escaped = "".join(
+        char if " " <= char <= "~" and char not in '"\\' else f"\\U{ord(char):08x}" for char in text
+    )
+    return f'{{{{ "{escaped}" }}}}' if text else ""
 
 
 def _chat_text(tokenizer: Any, content: str) -> str:
@@ -337,31 +393,84 @@ class LlmReranker(nn.Module):
     # -- saving ------------------------------------------------------------------------------------
 
     def description(self) -> dict[str, Any]:
-        """What `RERANKER_FILE` holds: the kind and everything that shapes the prompt
-        (``chat_template`` only when on, so earlier folders keep their fingerprints)."""
+        """What `RERANKER_FILE` holds: the kind and everything that shapes the prompt. The
+        prompt is the rendered one (chat template applied), so a saved folder needs no chat
+        template to score, and a prompt without one reads as it always did (same
+        fingerprints)."""
         cfg = self.config
-        chat = {"chat_template": True} if self.chat_template else {}
         return {
             "kind": KIND,
-            "prompt": self.settings.prompt,
+            "prompt": self.prompt.format_string(),
             "answers": list(self.settings.answers),
             "answer_token_ids": list(self.answer_ids),
             "query_template": cfg.query_template,
             "query_max_length": cfg.query_max_length,
             "document_max_length": cfg.document_max_length,
             "trust_remote_code": cfg.trust_remote_code,
-            **chat,
         }
 
     def save(self, folder: str | Path) -> Path:
-        """Write the merged LM, its tokenizer, the LoRA adapter and `RERANKER_FILE`."""
+        """Write the merged LM, its tokenizer (its chat template: the scoring template), the
+        LoRA adapter, `RERANKER_FILE`, `PROMPT_FILE` and the sentence-transformers files."""
         folder = Path(folder)
         with atomic_dir(folder) as out:  # the previous folder stays whole until this one is
             export_backbone(self.backbone).save_pretrained(out)  # LoRA: a merged copy
-            self.tokenizer.save_pretrained(out)
+            self._save_tokenizer(out)
             save_adapter(self.backbone, out)
             atomic_write_text(out / RERANKER_FILE, json.dumps(self.description(), indent=2))
+            atomic_write_text(out / PROMPT_FILE, self.prompt.format_string())
+            write_cross_encoder_files(out, self.answer_ids)
         return folder
+
+    def _save_tokenizer(self, out: Path) -> None:
+        """The tokenizer, saved with `PromptPieces.jinja` as its chat template."""
+        tokenizer, original = self.tokenizer, self.tokenizer.chat_template
+        tokenizer.chat_template = self.prompt.jinja(*_added_special_text(tokenizer))
+        try:
+            tokenizer.save_pretrained(out)
+        finally:
+            tokenizer.chat_template = original
+
+
+def _added_special_text(tokenizer: Any) -> tuple[str, str]:
+    """The text of the special tokens ``tokenizer`` adds before and after a text itself
+    (Llama: ``<s>`` before; Qwen: none)."""
+    plain = tokenizer(_QUERY_MARK, add_special_tokens=False)["input_ids"]
+    full = tokenizer(_QUERY_MARK, add_special_tokens=True)["input_ids"]
+    start = next(i for i in range(len(full)) if full[i : i + len(plain)] == plain)
+    head, tail = full[:start], full[start + len(plain) :]
+    return tokenizer.decode(head), tokenizer.decode(tail)
+
+
+def write_cross_encoder_files(out: Path, answer_ids: tuple[int, int]) -> None:
+    """The sentence-transformers files that make ``out`` (a causal LM folder whose chat
+    template renders a pair) a ``CrossEncoder``: the LM's logits at the last position, then
+    ``LogitScore`` (logit of the relevant minus the irrelevant answer), no activation."""
+    modules = [
+        {"idx": i, "name": str(i), "path": path, "type": kind}
+        for i, (path, kind) in enumerate(_ST_MODULES)
+    ]
+    logits = {"method": "forward", "method_output_name": "logits"}
+    transformer = {  # "message": pairs go through the chat template (the scoring template)
+        "transformer_task": "text-generation",
+        "modality_config": {"text": logits, "message": {**logits, "format": "flat"}},
+        "module_output_name": "causal_logits",
+    }
+    score = {
+        "true_token_id": answer_ids[0],
+        "false_token_id": answer_ids[1],
+        "module_input_name": "causal_logits",
+    }
+    model = {"model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity"}
+    files = {
+        "modules.json": modules,
+        "sentence_bert_config.json": transformer,
+        f"{_ST_MODULES[1][0]}/config.json": score,
+        "config_sentence_transformers.json": model,
+    }
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / name, json.dumps(data, indent=2))
 
 
 def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
