@@ -12,8 +12,11 @@ from dualview.config import StrictModel
 
 Pooling = Literal["cls", "mean", "last_token"]
 Interaction = Literal["concat", "cross_attention", "instruction_attention"]
-#: What is trained: a bi-encoder (embeddings) or a reranker (`dualview.models.reranker`).
-ModelKind = Literal["bi_encoder", "cross_encoder", "llm_reranker"]
+#: What is trained: a registered model kind, built in ``bi_encoder`` (embeddings),
+#: ``cross_encoder`` and ``llm_reranker`` (`dualview.models.reranker`); a training config
+#: checks it against the model families (`dualview.train.families.FAMILIES`), which code
+#: outside the package can extend.
+ModelKind = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
 DECODER_LINEAR_LAYERS = (
     "q_proj",
     "k_proj",

@@ -16,8 +16,6 @@ from dualview.models.config import LoraSettings, ModelConfig
 
 ViewPolicy = Literal["together", "separate", "random"]
 MarginalSet = Literal["P", "I", "IQ"]
-#: Model kinds the trainer can train (`dualview.models.config.ModelKind`).
-TRAINABLE_KINDS = frozenset({"bi_encoder", "cross_encoder", "llm_reranker"})
 #: ``loss.temperature`` when the config leaves it out: bi-encoders divide cosine
 #: similarities by it, rerankers their logits.
 DEFAULT_RERANK_TEMPERATURE = 1.0
@@ -163,30 +161,29 @@ class TrainConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _trainable_kind(self) -> TrainConfig:
-        if self.model.kind not in TRAINABLE_KINDS:
-            raise ValueError(
-                f"model.kind: {self.model.kind!r} cannot be trained yet; "
-                f"choose from {sorted(TRAINABLE_KINDS)}"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _objective_fits_kind(self) -> TrainConfig:
-        # The registry imports torch: loaded when a config is validated, not when the CLI starts.
+        # The registries import torch: loaded when a config is validated, not when the CLI
+        # starts. The kind's family says whether it scores pairs (a reranker) or embeds.
+        from dualview.train.families import FAMILIES
         from dualview.train.objectives import build_objective
 
-        reranker = self.model.kind != "bi_encoder"
+        if self.model.kind not in FAMILIES:
+            raise ValueError(FAMILIES.unknown_message(self.model.kind))
+        family = FAMILIES.get(self.model.kind)
+        if self.pad_multiple != 8 and not family.rounds_chunk_widths:
+            raise ValueError(f"pad_multiple: a {self.model.kind}'s chunks are rounded to 8 only")
+        reranker = family.scores_pairs
         scores_pairs = "pairs" in build_objective(self.loss).needs
         if reranker and not scores_pairs:
             raise ValueError(
                 f"loss.objective: {self.loss.objective!r} trains bi-encoders; a "
-                f"{self.model.kind} needs rerank_bce, rerank_listwise or rerank_lambda"
+                f"{self.model.kind} needs an objective that scores pairs (rerank_bce, "
+                "rerank_listwise, rerank_lambda, distill_margin_mse, distill_kl)"
             )
         if scores_pairs and not reranker:
             raise ValueError(
-                f"loss.objective: {self.loss.objective!r} trains rerankers; set model.kind "
-                "(cross_encoder, llm_reranker) or choose a bi-encoder objective"
+                f"loss.objective: {self.loss.objective!r} trains rerankers; set a reranker "
+                "model.kind (cross_encoder, llm_reranker) or choose a bi-encoder objective"
             )
         if reranker and "temperature" not in self.loss.model_fields_set:
             self.loss.temperature = DEFAULT_RERANK_TEMPERATURE
@@ -202,8 +199,6 @@ class TrainConfig(StrictModel):
             )
         if self.pad_multiple != 8 and self.gradcache_chunk_size is None:
             raise ValueError("pad_multiple: rounds GradCache chunks; set gradcache_chunk_size")
-        if self.pad_multiple != 8 and self.model.kind != "bi_encoder":
-            raise ValueError("pad_multiple: rounds a bi-encoder's chunks (rerankers: 8 only)")
         if self.varlen_kernel != "auto" and not self.model.unpadded:
             raise ValueError("varlen_kernel: chooses the kernel of model.unpadded; set it to true")
         return self

@@ -1,10 +1,11 @@
 """The training loop: accelerate for devices, precision and trackers; exact resume.
 
-One optimizer step = ``grad_accumulation_steps`` contrastive batches (each a full batch of
-``batch_size`` queries built by `dualview.train.batching`), each optionally encoded in
-GradCache chunks (`dualview.train.step`). Across processes every rank sees the same
-global batch, encodes its share, and parameter gradients are summed over ranks, so N
-processes compute the same update as one process with the whole batch.
+One optimizer step = ``grad_accumulation_steps`` batches (each a full batch of
+``batch_size`` records built by `dualview.train.batching`), each run by the model family's
+step (`dualview.train.families`), optionally in GradCache chunks (`dualview.train.gradcache`).
+Across processes every rank sees the same global batch, encodes its share, and parameter
+gradients are summed over ranks, so N processes compute the same update as one process with
+the whole batch.
 
 Checkpoints (every ``checkpoint_every`` steps and on SIGTERM) hold weights, optimizer,
 scheduler, RNG states and the data position; ``resume=True`` restarts from the latest one and
@@ -13,7 +14,6 @@ reproduces the uninterrupted run. Per-step metrics go to stdout and ``train_log.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -36,13 +36,10 @@ from dualview.data.manifest import manifest_path
 from dualview.data.record_index import IndexedRecords
 from dualview.errors import ConfigError, DataError
 from dualview.io.append import AppendJsonlWriter, repair_torn_tail
-from dualview.io.atomic import atomic_copy, atomic_write_text
+from dualview.io.atomic import atomic_write_text
 from dualview.lock import folder_lock
 from dualview.models import unpadded
-from dualview.models.bi_encoder import BiEncoder
 from dualview.models.compiled import compile_backbone
-from dualview.models.rerankers import build_reranker
-from dualview.models.saved import TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
 from dualview.perf import (
     ModelShape,
     ThroughputMeter,
@@ -58,11 +55,10 @@ from dualview.train import checkpoint as ckpt
 from dualview.train import config_drift as drift
 from dualview.train.batching import Batch, BatchStream, DataPosition
 from dualview.train.config import OptimConfig, TrainConfig
+from dualview.train.families import family_of
 from dualview.train.launch import check_launch
 from dualview.train.loader import BatchTokenizer, PairTokenizer, prepared_batches
-from dualview.train.memory import auto_token_budget
 from dualview.train.objectives import build_objective
-from dualview.train.rerank_step import rerank_step
 from dualview.train.schedule import (
     StepPlan,
     build_scheduler,
@@ -70,7 +66,7 @@ from dualview.train.schedule import (
     schedule_warnings,
     zero_lr_steps,
 )
-from dualview.train.step import Chunking, all_reduce_gradients, contrastive_step, text_groups
+from dualview.train.step import Chunking, all_reduce_gradients
 from dualview.train.step_log import format_step, read_loss_log
 from dualview.train.teacher import run_teacher
 
@@ -161,15 +157,13 @@ class StopRequested:
 
 
 def build_model(config: TrainConfig) -> nn.Module:
-    """The model ``model.kind`` names: a `BiEncoder`, or a reranker from its registered
-    builder (`dualview.models.reranker.build_reranker`)."""
-    if config.model.kind == "bi_encoder":
-        return BiEncoder(config.model)
-    return build_reranker(config.model)
+    """The model ``model.kind`` names, built by its family (`dualview.train.families`)."""
+    return family_of(config.model.kind).build(config.model)
 
 
 class Trainer:
-    """Train a `BiEncoder` or a reranker as configured; see the module docstring."""
+    """Train the model of ``model.kind`` (its `dualview.train.families.ModelFamily`) as
+    configured; see the module docstring."""
 
     def __init__(self, config: TrainConfig, start: drift.Resume | None = None) -> None:
         self.config = config
@@ -180,7 +174,7 @@ class Trainer:
         self.accelerator = self._make_accelerator()
         records = load_training_records(config.data.train_file)
         set_seed(config.seed)
-        self.reranker = config.model.kind != "bi_encoder"
+        self.family = family_of(config.model.kind)
         self.model = build_model(config).to(self.accelerator.device)
         backbone = getattr(self.model, "backbone", self.model)
         self.shape = ModelShape.of(backbone)
@@ -248,14 +242,7 @@ class Trainer:
             return Chunking(max_items=int(size), pad_multiple=multiple)
         if self.config.gradcache_max_tokens is not None:
             return Chunking(max_tokens=self.config.gradcache_max_tokens, pad_multiple=multiple)
-        if self.reranker:
-            model = self.model
-            budget = auto_token_budget(
-                model, self._autocast, model.max_length, lambda inputs: model(**inputs)
-            )
-        else:
-            length = max(self.config.model.query_max_length, self.config.model.document_max_length)
-            budget = auto_token_budget(self.model, self._autocast, length)
+        budget = self.family.token_budget(self.model, self._autocast, self.config.model)
         if self.accelerator.is_main_process:
             print(budget.describe(), flush=True)
         return Chunking(max_tokens=budget.max_tokens, pad_multiple=multiple)
@@ -349,17 +336,7 @@ class Trainer:
 
     def _batch_preparation(self) -> BatchTokenizer | PairTokenizer:
         """What loader workers do to a batch: tokenize its text groups (or its pairs)."""
-        model = self._unwrapped()
-        if self.reranker:
-            return PairTokenizer(model.tokenize_pairs)
-        lengths = {"query": model.max_length("query"), "document": model.max_length("document")}
-        return BatchTokenizer(
-            model.tokenizer,
-            lengths,
-            functools.partial(
-                text_groups, loss_fn=self.loss_fn, interaction=model.config.interaction
-            ),
-        )
+        return self.family.batch_preparation(self._unwrapped(), self.loss_fn)
 
     def _any_rank(self, flag: bool) -> bool:
         """True when ``flag`` is set on any rank (all ranks must stop at the same step)."""
@@ -392,8 +369,7 @@ class Trainer:
             if item is None:
                 return None
             position, batch = item
-            step = rerank_step if self.reranker else contrastive_step
-            stats = step(
+            stats = self.family.step()(
                 self.model,
                 self.loss_fn,
                 batch,
@@ -456,7 +432,7 @@ class Trainer:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def _unwrapped(self) -> BiEncoder:
+    def _unwrapped(self) -> nn.Module:
         return self.accelerator.unwrap_model(self.model)
 
     def save_checkpoint(self, state: ckpt.TrainState) -> Path:
@@ -496,29 +472,16 @@ class Trainer:
         print(f"resumed from {path} at step {state.step}", flush=True)
         return state
 
-    def _save_reranker(self, config_yaml: str) -> Path:
-        """The reranker's own folder (`TrainableReranker.save`) plus the training config and
-        the data manifest, as a bi-encoder folder holds them."""
-        folder = self.output_dir / MODEL_DIR
-        self._unwrapped().save(folder)
-        atomic_write_text(folder / TRAIN_CONFIG_FILE, config_yaml)
-        manifest = manifest_path(Path(self.config.data.train_file))
-        if manifest.exists():
-            atomic_copy(manifest, folder / TRAIN_MANIFEST_FILE)
-        return folder
-
     def save_model(self) -> Path | None:
-        """Write the sentence-transformers folder ``OUTPUT_DIR/model`` (main process)."""
+        """Write the trained model to ``OUTPUT_DIR/model`` as its family saves it (main
+        process): a sentence-transformers folder, or a reranker's folder."""
         self.accelerator.wait_for_everyone()
         if not self.accelerator.is_main_process:
             return None
         config_yaml = yaml.safe_dump(self.config.model_dump(mode="json"), sort_keys=False)
-        if self.reranker:
-            return self._save_reranker(config_yaml)
-        return self._unwrapped().save(
-            self.output_dir / MODEL_DIR,
-            train_config_yaml=config_yaml,
-            manifest=manifest_path(Path(self.config.data.train_file)),
+        manifest = manifest_path(Path(self.config.data.train_file))
+        return self.family.save(
+            self._unwrapped(), self.output_dir / MODEL_DIR, config_yaml, manifest
         )
 
 
