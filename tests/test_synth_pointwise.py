@@ -108,7 +108,8 @@ def test_pointwise_judge_check_with_wilson_interval(tmp_path: Path, gold_dir: Pa
     assert judge["balanced_ci95"] == [round(x, 4) for x in wilson_interval(22, 24)]
     assert (judge["gold_units_passed"]["correct"], judge["gold_units_passed"]["n"]) == (4, 6)
     assert judge["gold_positive"]["unparsable_judgements"] == 0
-    assert judge["trusted"] is True  # 0.92 >= 0.75: checked before its verdicts count
+    # 22/24 = 0.92, but the interval's lower end (0.74) is below 0.75: not shown, not trusted.
+    assert judge["trusted"] is False
     # Each key passage alone, in both orders: 2 scenarios x 2 passages x 2 orders per pair,
     # and no control run (its prompts are a subset of these).
     key_prompts = [p for p in script.judge_prompts if "Sample" not in p]
@@ -252,4 +253,4 @@ def test_cli_judge_only_with_the_new_options(tmp_path: Path, gold_dir: Path) -> 
     assert report["shots"] == {} and report["judge"]["scoring"] == "pointwise"
     assert script.regexes == {"reverse": set(), "judge": {YES_NO_REGEX}}
     assert "| balanced (all four) | 12 |" in result.output
-    assert report["judge"]["trusted"] is (report["judge"]["balanced_accuracy"] >= 0.75)
+    assert report["judge"]["trusted"] is (report["judge"]["balanced_ci95"][0] >= 0.75)

@@ -87,7 +87,7 @@ class BenchConfig(StrictModel):
     # Only check the judge against the gold labels (no reversal is written): ``shots`` unused.
     judge_only: bool = False
     # The judge's verdicts on the reversals count only when its balanced accuracy on the gold
-    # check reaches this (the report says whether it did).
+    # check reaches this at the lower end of its Wilson 95% interval (the report says).
     trust_balanced_accuracy: float = Field(default=0.75, ge=0, le=1)
 
 
@@ -525,8 +525,10 @@ class SynthBench:
             "shots": {},
         }
         judge = self.run_judge(inputs)  # checked first: its verdicts below count only if trusted
-        score = judge["balanced_accuracy"]
-        judge["trusted"] = score is not None and score >= self.config.trust_balanced_accuracy
+        # Trusted when the evidence says so: the Wilson interval's lower end (the point value
+        # where there is no interval) reaches the bar, so a handful of instances cannot pass.
+        low = (judge.get("balanced_ci95") or [judge["balanced_accuracy"]])[0]
+        judge["trusted"] = low is not None and low >= self.config.trust_balanced_accuracy
         judge["trust_balanced_accuracy"] = self.config.trust_balanced_accuracy
         for shots in [] if self.config.judge_only else self.config.shots:
             report["shots"][str(shots)] = self.run_shots(shots, inputs)
@@ -590,10 +592,11 @@ def _trust_line(report: dict[str, Any]) -> list[str]:
         return []
     bar = _pct(judge["trust_balanced_accuracy"])
     if judge["trusted"]:
-        return [f"Judge trusted: balanced accuracy on the gold check >= {bar}.", ""]
+        return [f"Judge trusted: balanced accuracy on the gold check >= {bar} (95% CI).", ""]
     return [
-        f"Judge NOT trusted: balanced accuracy on the gold check below {bar}, so its verdicts "
-        "on the reversals above are no evidence of their quality.",
+        f"Judge NOT trusted: balanced accuracy on the gold check not shown >= {bar} (lower end "
+        "of its 95% CI), so its verdicts on the reversals above are no evidence of their "
+        "quality.",
         "",
     ]
 
