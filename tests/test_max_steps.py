@@ -102,6 +102,8 @@ def test_warnings_say_when_nothing_trains_and_how_many_epochs():
         "so the run changes no weights; with optim.warmup_steps and optim.warmup_ratio 0 "
         "every step trains"
     ]
+    # warm-up's first step of a 40-step run trains at lr 0 by design: not announced
+    assert schedule_warnings(StepPlan(40, 40, 1, None), [1], "t.jsonl") == []
     (line,) = schedule_warnings(StepPlan(3, 1, 3, 3), [], "t.jsonl")
     assert line.endswith("(1 step per epoch): training runs 3 epochs")
     (line,) = schedule_warnings(StepPlan(40, 13, 4, 40), [], "t.jsonl")

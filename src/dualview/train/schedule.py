@@ -85,11 +85,18 @@ def _steps_text(steps: list[int]) -> str:
     return f"step {shown}" if len(steps) == 1 else f"steps {shown}"
 
 
+#: Steps at lr 0 are announced when at least this share of the run's steps (a 3-step run with
+#: warm-up: 1 of 3; a 40-step gold run with warmup_ratio 0.1: 1 of 40 is not).
+ZERO_LR_NOTICE = 0.1
+
+
 def schedule_warnings(plan: StepPlan, zero_steps: list[int], data: str) -> list[str]:
     """One ``warning:`` line per thing a user should know before the run: steps that train
-    at lr 0, and a ``max_steps`` beyond one pass over ``data`` (how many epochs it means)."""
+    at lr 0 when they are a noticeable share of a run (`ZERO_LR_NOTICE`; warm-up's first
+    step of a long run trains at lr 0 by design and is not announced), and a ``max_steps``
+    beyond one pass over ``data`` (how many epochs it means)."""
     lines = []
-    if zero_steps:
+    if zero_steps and len(zero_steps) >= ZERO_LR_NOTICE * plan.total_steps:
         verb = "trains" if len(zero_steps) == 1 else "train"
         nothing = ", so the run changes no weights" if len(zero_steps) == plan.total_steps else ""
         lines.append(
