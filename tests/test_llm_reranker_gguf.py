@@ -9,6 +9,7 @@ by the real `assemble_gguf`."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from dualview.models import gguf
 from dualview.models.llm_reranker import LlmReranker
 from dualview.models.reranker import RERANKER_FILE
 from dualview.models.rerankers import load_reranker
+from dualview.resources import MissingExtra
 from tests.test_llm_reranker import INSTRUCTION, PASSAGES, QUERY, make_tiny_lm, reranker_config
 
 #: A ChatML template as Qwen2.5's, without its default system turn.
@@ -155,6 +157,14 @@ def test_an_embedded_gguf_name_loads_with_its_chat_template(
     assert info["prompt"].startswith("<|im_start|>user\n") and "chat_template" not in info
     again = _scores(load_reranker(saved, device="cpu"))
     torch.testing.assert_close(torch.tensor(again), torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_an_embedded_gguf_without_the_gguf_package_names_the_extra(
+    embedded_tiny: str, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gguf", None)  # not installed
+    with pytest.raises(MissingExtra, match=r"^model\.name_or_path: embedded:tiny-test needs the "):
+        LlmReranker(reranker_config(Path(embedded_tiny)))  # type: ignore[arg-type]
 
 
 def test_chat_template_truncation_keeps_the_answer_suffix(tiny_qwen: Path) -> None:

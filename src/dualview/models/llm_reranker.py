@@ -80,6 +80,7 @@ from dualview.models.reranker import (
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
+from dualview.resources import optional_import
 
 KIND = "llm_reranker"
 #: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
@@ -99,9 +100,11 @@ _ST_MODULES = (
 
 def backbone_source(name: str) -> tuple[str, str | None]:
     """Where transformers finds ``name``: an embedded GGUF (`dualview.models.gguf`) is its
-    cache folder and file (assembled on first use); other names pass through."""
+    cache folder and file (assembled on first use; transformers reads it with the ``gguf``
+    package of the ``models`` extra); other names pass through."""
     if name not in EMBEDDED_GGUFS:
         return name, None
+    optional_import("gguf", f"model.name_or_path: {name}")
     path = embedded_gguf_path(name)
     return str(path.parent), path.name
 
