@@ -93,7 +93,7 @@ def test_the_cli_reports_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys) 
     write_jsonl(source, [make_record("r1")])
     out.write_text("previous\n")
     monkeypatch.setattr(atomic.os, "fsync", failing(errno.ENOSPC))
-    monkeypatch.setattr(sys, "argv", ["dualview", "data", "convert", str(source), str(out)])
+    monkeypatch.setattr(sys, "argv", ["dualview", "data", "convert", str(source), "-o", str(out)])
     with pytest.raises(SystemExit) as caught:
         main()
     err = capsys.readouterr().err
