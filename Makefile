@@ -13,6 +13,9 @@ EXTRAS ?= dev,models,faiss,docs
 DEMO_EXTRAS ?= models,faiss
 TORCH_CPU ?= torch==2.13.0
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (0: one process); each worker's torch gets one thread,
+# so two workers fill the 2-core CI machine without oversubscribing it
+PYTEST_WORKERS ?= 2
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 export HF_HUB_OFFLINE ?= 1
@@ -75,8 +78,11 @@ results-tables: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d .cache/site
 
+WORKER_ENV := $(if $(filter 0,$(PYTEST_WORKERS)),,OMP_NUM_THREADS=1)
+
 test: $(STAMP) lint browser docs
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(WORKER_ENV) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+		--durations=20 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)

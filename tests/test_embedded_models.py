@@ -115,7 +115,7 @@ def test_a_missing_large_extra_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "gguf.EMBEDDED_GGUFS[s.model] = replace(s, package_prefix='no_such_dualview_part'); "
         "from dualview.cli import main; main()"
     )
-    args = ["synth", str(FIXTURE), str(tmp_path / "dv.jsonl"), "--backend", "local",
+    args = ["reverse", str(FIXTURE), "-o", str(tmp_path / "dv.jsonl"), "--llm-backend", "local",
             "--model", EMBEDDED_LLM_LARGE, "--concurrency", "1"]  # fmt: skip
     env = {**os.environ, "DUALVIEW_NO_PROGRESS": "1", "DUALVIEW_CACHE": str(tmp_path / "c")}
     done = subprocess.run(

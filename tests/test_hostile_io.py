@@ -231,12 +231,13 @@ OWN_READERS = {
     "train/trainer.py": "its training log, rewritten on resume",
     "train/checkpoint.py": "its checkpoint state",
     "eval/run.py": "its earlier result: an unreadable one is recomputed",
-    "synth/backends/gguf.py": "its checksum stamp: an unreadable one is recomputed",
+    "models/gguf.py": "its checksum stamp: an unreadable one is recomputed",
     "synth/backends/local.py": "its checksum stamp: an unreadable one is recomputed",
     "synth/bench.py": "hashes the gold split it has read",
     "cli/bench.py": "prints the Markdown it has just written",
     "review/app.py": "the page's packaged static files",
     "demo/__init__.py": "packaged data",
+    "demo/starter.py": "the packaged starter configs it rewrites",
     "docgen/results_doc.py": "the documentation pages it regenerates",
 }
 WHOLE_READ = re.compile(r"\.read_(text|bytes)\(|json\.load\(|yaml\.(safe_)?load\(")
