@@ -3,7 +3,6 @@ encode and hands it the embeddings, so a new objective is one module and one reg
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from dualview.models.config import ModelConfig
 from dualview.train.config import LossConfig, TrainConfig
 from dualview.train.objectives import (
     InfEmbedLoss,
-    Objective,
     RelationInfoNCE,
     build_objective,
     objective_names,
@@ -24,28 +22,14 @@ from dualview.train.objectives import (
 )
 from dualview.train.objectives.base import OBJECTIVES
 from dualview.train.step import contrastive_step
+from tests.plugins.dualview_example_plugin.objective import HingeMargin
 from tests.step_checks import step_batch
 from tests.train_tiny import make_tiny_encoder
 
 
-class MarginObjective(Objective):
-    """A test objective: hinge ``max(0, m - s(q, p) + s(q, n))`` over labelled pairs."""
-
-    def __init__(self, margin: float) -> None:
-        super().__init__()
-        self.margin = margin
-
-    def batch_loss(self, embeddings: Mapping[str, torch.Tensor], batch) -> torch.Tensor:
-        scores = embeddings["queries"] @ embeddings["documents"].T
-        relations = batch.relations.to(scores.device)
-        pos = scores.masked_fill(relations != 1, float("inf")).min(1).values
-        neg = scores.masked_fill(relations != -1, float("-inf")).max(1).values
-        return torch.relu(self.margin - pos + neg).mean()
-
-
 @pytest.fixture
 def margin_registered():
-    register_objective("test_margin", lambda config: MarginObjective(config.temperature))
+    register_objective("test_margin", lambda config: HingeMargin(config.temperature))
     yield
     OBJECTIVES.remove("test_margin")
 
@@ -83,7 +67,7 @@ def test_a_registered_objective_trains_through_the_unchanged_step(
     the model's embeddings, with gradients."""
     config = LossConfig(objective="test_margin", temperature=0.3)
     objective = build_objective(config)
-    assert isinstance(objective, MarginObjective) and objective.margin == 0.3
+    assert isinstance(objective, HingeMargin) and objective.margin == 0.3
     tiny = make_tiny_encoder(tmp_path / "tiny", dropout=0.0)
     model = BiEncoder(ModelConfig(name_or_path=str(tiny), query_max_length=32))
     model.eval()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args
 from pydantic import BaseModel
 from rich.console import Console
 
+from dualview import API
 from dualview.config import apply_overrides, flag_overrides, read_yaml, validate_config
 from dualview.data.jsonl import iter_records, parse_record
 from dualview.data.schema import Record
@@ -51,20 +52,7 @@ if TYPE_CHECKING:  # torch-heavy: imported where they are used
     from dualview.eval.run import EvalSettings, Summary
     from dualview.pipeline.experiment import Experiment
 
-__all__ = [
-    "EvalResults",
-    "ExperimentRun",
-    "MiningResult",
-    "SynthesisResult",
-    "TrainedModel",
-    "evaluate",
-    "mine",
-    "read_records",
-    "report",
-    "run_experiment",
-    "synthesize",
-    "train",
-]
+__all__ = list(API)  # the names `import dualview` offers (one list, in dualview/__init__.py)
 
 #: Records: a file (any format `read_records` reads) or Record objects or dicts.
 RecordsLike = str | PathLike[str] | Iterable[Record | Mapping[str, Any]]
