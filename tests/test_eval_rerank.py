@@ -24,7 +24,8 @@ from dualview.eval.benchmarks import load_benchmark
 from dualview.eval.benchmarks.base import EvalContext, rerank, retrieve
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
-from dualview.models.reranker import RERANKER_FILE, Reranker, register_reranker_kind
+from dualview.models.kinds import MODEL_KINDS, CardFacts, SavedKind
+from dualview.models.reranker import RERANKER_FILE, Reranker
 from dualview.retrieval.rerank import CachedReranker, ranked, rerank_top_k
 from tests.test_eval_benchmarks import BagOfWords
 
@@ -84,7 +85,16 @@ def _load_overlap(folder: Path, device: str | None) -> Reranker:
     return Overlap(sign=float(info["sign"]))
 
 
-register_reranker_kind("test_overlap", _load_overlap)
+MODEL_KINDS.register(
+    "test_overlap",
+    SavedKind(
+        "test_overlap",
+        CardFacts("overlap", "text-ranking", (), ()),
+        RERANKER_FILE,
+        load=_load_overlap,
+    ),
+    replace=True,
+)
 
 
 def save_overlap(folder: Path, sign: float = 1.0) -> Path:

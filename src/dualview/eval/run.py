@@ -99,6 +99,19 @@ class Summary:
     #: (`FirstStageAlone`), shown as rows ``<metric> (first stage)`` under its own metrics.
     first_stage: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
+    @classmethod
+    def merged(cls, parts: list[Summary]) -> Summary:
+        """One summary of the columns of several `evaluate` calls on the same benchmarks
+        (first-stage models, then rerankers over a first stage), in the calls' order."""
+        whole = cls(models=[], benchmarks=parts[-1].benchmarks if parts else [])
+        for part in parts:
+            whole.models += part.models
+            whole.values.update(part.values)
+            whole.results.update(part.results)
+            whole.first_stage.update(part.first_stage)  # reranked columns' first stage alone
+            whole.files += part.files
+        return whole
+
     def rows(self) -> list[tuple[str, str, list[float | None]]]:
         """``(benchmark, metric, [value per model])``, metrics in first-seen order; then,
         when a column is reranked, its first stage's as ``<metric> (first stage)``."""

@@ -30,7 +30,8 @@ from typing import Any
 from dualview.data.bm25 import BM25_KINDS, bm25_fingerprint
 from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import FIRST_STAGES, Benchmark, EvalContext
-from dualview.models.rerankers import RERANKER_FILE, Reranker, is_reranker, load_reranker
+from dualview.models.reranker import RERANKER_FILE, Reranker, load_reranker
+from dualview.models.saved import saved_kind
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.rerank import CachedReranker
 
@@ -44,7 +45,7 @@ class RerankSettings:
     """Rerankers over a first stage (`evaluate`'s ``rerank`` argument).
 
     Args:
-        rerankers: saved reranker folders (`dualview.models.rerankers.load_reranker`) or
+        rerankers: saved reranker folders (`dualview.models.reranker.load_reranker`) or
             loaded `Reranker` objects (named by their ``name`` attribute, else their class);
             each gives one column per first stage. Empty: the first stage alone.
         first_stage: ``model`` (each of `evaluate`'s models), ``bm25`` (`bm25s`, stemmed),
@@ -100,9 +101,9 @@ def check_reranker_folder(folder: str) -> None:
     path = Path(folder)
     if not path.exists():
         raise DualviewError(f"{path}: reranker folder does not exist")
-    if not path.is_dir() or not is_reranker(path):
+    if not path.is_dir() or not saved_kind(path).scores_pairs:
         raise DualviewError(
-            f"{path}: not a reranker folder (no {RERANKER_FILE}; "
+            f"{path}: not a reranker folder (no {RERANKER_FILE} naming a reranker kind; "
             "a bi-encoder is evaluated as MODEL, not --reranker)"
         )
 

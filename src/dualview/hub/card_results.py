@@ -2,11 +2,12 @@
 
 - `eval_results`: the result JSONs under the paths given (folders are searched), each with
   the file it came from.
-- `ModelIdentity` and `check_results`: a result is this model's only when the fingerprint it
-  records is the model folder's, computed as ``dualview eval`` computes it: a bi-encoder's
-  ``model.fingerprint`` (`dualview.retrieval.encode.Encoder.fingerprint`, in the precision the
-  result ran in), a reranker's ``rerank.reranker.fingerprint`` (`Reranker.fingerprint`).
-  Another model's result is a located error, or, when the user allows it, kept and marked
+- `identity_of` (`ModelIdentity`, `RerankerIdentity`) and `check_results`: a result is this
+  model's only when the fingerprint it records is the model folder's, computed as
+  ``dualview eval`` computes it: a bi-encoder's ``model.fingerprint``
+  (`dualview.retrieval.encode.Encoder.fingerprint`, in the precision the result ran in), a
+  reranker's ``rerank.reranker.fingerprint`` (`Reranker.fingerprint`). Another model's
+  result is a located error, or, when the user allows it, kept and marked
   (`CardResult.other_model`) so the card can say so.
 - `index_entries`: the Hub ``model-index`` entries of one result: one per Hub dataset its
   files were read from (`hub_dataset`: the Hub cache's ``datasets--ORG--NAME/snapshots/REV``
@@ -25,7 +26,7 @@ from typing import Any
 from dualview.errors import DataError
 from dualview.eval.layout import display_value
 from dualview.io.files import read_json_file
-from dualview.models.reranker import load_reranker
+from dualview.models.kinds import SavedKind
 from dualview.retrieval.encode import Encoder
 
 #: The Hub's ``task.type`` of every entry (instruction-following retrieval is retrieval).
@@ -85,21 +86,20 @@ def eval_results(paths: list[Path]) -> list[CardResult]:
 
 
 class ModelIdentity:
-    """The fingerprint ``dualview eval`` records for the model saved in ``model_dir``.
+    """The fingerprint ``dualview eval`` records for the first-stage model (a bi-encoder)
+    saved in ``model_dir``, and where a result records it; `RerankerIdentity` for a kind
+    that scores pairs (`identity_of` picks by the folder's kind).
 
     The model is loaded (on the CPU) only when a result is checked, once per precision.
-    ``kind``: ``bi_encoder`` or a reranker kind (`dualview.hub.model_card.card_kind`).
     """
 
-    def __init__(self, model_dir: Path, kind: str) -> None:
+    #: Where a result records this model's fingerprint.
+    field = "model.fingerprint"
+
+    def __init__(self, model_dir: Path, kind: SavedKind) -> None:
         self.model_dir = model_dir
         self.kind = kind
         self._known: dict[str, str] = {}
-
-    @property
-    def field(self) -> str:
-        """Where a result records this kind of model's fingerprint."""
-        return "model.fingerprint" if self.kind == "bi_encoder" else "rerank.reranker.fingerprint"
 
     def fingerprint(self, precision: str = "fp32") -> str:
         if precision not in self._known:
@@ -107,8 +107,6 @@ class ModelIdentity:
         return self._known[precision]
 
     def _compute(self, precision: str) -> str:
-        if self.kind != "bi_encoder":  # a reranker's fingerprint holds its own dtype
-            return load_reranker(self.model_dir, "cpu").fingerprint
         encoder = Encoder(
             str(self.model_dir), device="cpu", cache=False, precision=precision, show_progress=False
         )
@@ -119,33 +117,53 @@ class ModelIdentity:
 
     def recorded(self, data: dict[str, Any]) -> tuple[str | None, str]:
         """``(fingerprint the result records for a model of this kind, precision)``; None
-        when the result is not of this kind (a bi-encoder's result for a reranker...)."""
+        when the result is not of this kind (a reranker's result for a bi-encoder...)."""
         model = data.get("model") if isinstance(data.get("model"), dict) else {}
-        rerank = data.get("rerank") if isinstance(data.get("rerank"), dict) else None
-        if self.kind == "bi_encoder":
-            if rerank is not None:  # a reranker's ranking, or BM25's: not this model's alone
-                return None, "fp32"
-            return model.get("fingerprint"), str(model.get("precision") or "fp32")
-        reranker = (rerank or {}).get("reranker")
-        return (reranker.get("fingerprint") if isinstance(reranker, dict) else None), "fp32"
+        if isinstance(data.get("rerank"), dict):  # a reranker's ranking, or BM25's
+            return None, "fp32"
+        return model.get("fingerprint"), str(model.get("precision") or "fp32")
+
+    def unrecorded(self, name: str) -> str:
+        """Why a result that records no fingerprint of this kind is not this model's."""
+        return f"model {name!r} is a two-stage column (a reranker, or BM25), no bi-encoder alone"
 
     def mismatch(self, data: dict[str, Any]) -> str | None:
         """Why the result ``data`` is not this model's, or None when it is."""
         model = data.get("model") if isinstance(data.get("model"), dict) else {}
         name = model.get("name", "?")
         recorded, precision = self.recorded(data)
-        if recorded is None and self.kind == "bi_encoder":
-            return (
-                f"model {name!r} is a two-stage column (a reranker, or BM25), no bi-encoder alone"
-            )
         if recorded is None:
-            return f"model {name!r} ranked without a reranker (no {self.field})"
+            return self.unrecorded(name)
         if precision not in _PRECISIONS:
             return f"model {name!r}: unknown precision {precision!r}"
         own = self.fingerprint(precision)
         if recorded != own:
             return f"model {name!r} has fingerprint {recorded!s:.24}, this model {own:.24}"
         return None
+
+
+class RerankerIdentity(ModelIdentity):
+    """`ModelIdentity` of a reranker: its fingerprint (which holds its own dtype) is the
+    result's ``rerank.reranker.fingerprint``."""
+
+    field = "rerank.reranker.fingerprint"
+
+    def _compute(self, precision: str) -> str:
+        return self.kind.load_reranker(self.model_dir, "cpu").fingerprint
+
+    def recorded(self, data: dict[str, Any]) -> tuple[str | None, str]:
+        rerank = data.get("rerank") if isinstance(data.get("rerank"), dict) else {}
+        reranker = rerank.get("reranker")
+        return (reranker.get("fingerprint") if isinstance(reranker, dict) else None), "fp32"
+
+    def unrecorded(self, name: str) -> str:
+        return f"model {name!r} ranked without a reranker (no {self.field})"
+
+
+def identity_of(model_dir: Path, kind: SavedKind) -> ModelIdentity:
+    """The identity of the model of ``kind`` saved in ``model_dir``: a reranker's when the
+    kind scores pairs (it is evaluated over a first stage), else a first stage's."""
+    return (RerankerIdentity if kind.scores_pairs else ModelIdentity)(model_dir, kind)
 
 
 def check_results(

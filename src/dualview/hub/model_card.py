@@ -18,9 +18,10 @@ folder's (`dualview.hub.card_results.check_results`); another model's result is 
 or, with ``allow_other_model_results``, shown under a warning and kept out of the
 model-index.
 
-A reranker folder (`dualview.models.reranker.RERANKER_FILE`) gets the same card with what
-its kind is and how to use it: a cross-encoder through sentence-transformers' ``CrossEncoder``,
-an LLM reranker through `dualview.models.rerankers.load_reranker` (`Kind`).
+Each model kind says what it is, how to use it and its own facts on the card (its
+`dualview.models.kinds.SavedKind`: ``card``, ``card_lines``, ``description_file``): a
+bi-encoder through sentence-transformers' ``SentenceTransformer``, a cross-encoder through
+its ``CrossEncoder``, an LLM reranker through `dualview.models.rerankers.load_reranker`.
 
 The trainer writes the card on save (without evaluation); ``dualview model-card MODEL --eval
 DIR`` rewrites it with the evaluation table and the model-index.
@@ -29,7 +30,6 @@ DIR`` rewrites it with the evaluation table and the model-index.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,16 @@ from dualview.errors import DataError, DualviewError
 from dualview.eval.layout import display_value
 from dualview.hub.card_results import (
     CardResult,
-    ModelIdentity,
     check_results,
     eval_results,
+    identity_of,
     index_entries,
 )
 from dualview.io.atomic import atomic_write_text
 from dualview.io.files import read_json_file
-from dualview.models.reranker import RERANKER_FILE, reranker_kind
+from dualview.models.kinds import LOAD_RERANKER_USAGE, MODEL_KINDS, CardFacts, SavedKind
+from dualview.models.reranker import RERANKER_FILE, load_reranker
+from dualview.models.saved import BI_ENCODER, saved_kind_name
 from dualview.resources import resolve_model_path
 
 CARD_FILE = "README.md"
@@ -63,60 +65,11 @@ _DUAL_VIEW = (
 )
 
 
-@dataclass(frozen=True)
-class Kind:
-    """What the card says of one model kind: what it is, its Hub tags, how to use it."""
-
-    what: str
-    pipeline_tag: str
-    tags: tuple[str, ...]
-    usage: tuple[str, ...]
-    library: str = "sentence-transformers"
-
-
-_LOAD_RERANKER = (
-    "from dualview.models.rerankers import load_reranker",
-    'model = load_reranker("PATH")',
-    'query, instruction = "what can replace eggs in baking?", "Only vegan answers."',
-    'print(model.score([query], [instruction], ["Flax seeds bind a batter."]))',
+#: The card of a reranker whose kind is not registered here (a folder another install
+#: wrote): what every reranker is, read through its registered loader.
+OTHER_RERANKER = CardFacts(
+    "A dualview reranker", "text-ranking", ("reranker",), LOAD_RERANKER_USAGE, library="dualview"
 )
-
-KINDS = {
-    "bi_encoder": Kind(
-        "A [sentence-transformers](https://www.sbert.net) bi-encoder",
-        "sentence-similarity",
-        ("sentence-transformers", "feature-extraction"),
-        (
-            "from sentence_transformers import SentenceTransformer",
-            'model = SentenceTransformer("PATH_OR_REPO")',
-            'q = model.encode_query(["what can replace eggs in baking? Only vegan answers."])',
-            'd = model.encode_document(["Flax seeds mixed with water bind a batter."])',
-            "print(model.similarity(q, d))",
-        ),
-    ),
-    "cross_encoder": Kind(
-        "A [sentence-transformers](https://www.sbert.net) cross-encoder reranker",
-        "text-ranking",
-        ("sentence-transformers", "cross-encoder", "reranker"),
-        (
-            "from sentence_transformers import CrossEncoder",
-            'model = CrossEncoder("PATH_OR_REPO")',
-            'query = "what can replace eggs in baking? Only vegan answers."',
-            'print(model.predict([(query, "Flax seeds mixed with water bind a batter.")]))',
-        ),
-    ),
-    "llm_reranker": Kind(
-        "An LLM reranker (a causal LM whose score is the log-odds of its two answer words "
-        "after a relevance prompt; LoRA merged, adapter in `lora_adapter/`)",
-        "text-ranking",
-        ("reranker", "llm-reranker"),
-        _LOAD_RERANKER,
-        library="transformers",
-    ),
-    "reranker": Kind(  # a kind registered by other code: read through its registered loader
-        "A dualview reranker", "text-ranking", ("reranker",), _LOAD_RERANKER, library="dualview"
-    ),
-}
 
 
 def _present(path: Path) -> bool:
@@ -173,10 +126,9 @@ def card_metadata(
     train: dict[str, Any],
     results: list[CardResult],
     license_id: str,
-    kind: str = "bi_encoder",
+    about: CardFacts = BI_ENCODER.card,
 ) -> dict[str, Any]:
-    """YAML header of the model card."""
-    about = KINDS[kind]
+    """YAML header of the model card (``about``: what the model's kind says of itself)."""
     meta: dict[str, Any] = {
         "library_name": about.library,
         "pipeline_tag": about.pipeline_tag,
@@ -273,14 +225,12 @@ def render_model_card(
     train = _read_yaml(model_dir / "dualview_train.yaml")
     name = name or default_name(model_dir, train)
     manifest = _read_json(model_dir / "data_manifest.json")
-    info = _read_json(model_dir / "dualview_model.json")
     model = train.get("model") or {}
     kind = card_kind(model_dir)
-    identity = ModelIdentity(model_dir, kind)
+    identity = identity_of(model_dir, kind)
     results = check_results(eval_results(eval_paths or []), identity, allow_other_model_results)
-    if kind != "bi_encoder":  # a reranker's description holds its template
-        info = _read_json(model_dir / RERANKER_FILE)
-    about = KINDS[kind]
+    info = _read_json(model_dir / kind.description_file)  # the model's template and facts
+    about = kind.card
     template = info.get("query_template", "{query} {instruction}")
     loss = train.get("loss") or {}
     body = [
@@ -289,7 +239,7 @@ def render_model_card(
         f"{about.what} trained with dualview {__version__} {_DUAL_VIEW}",
         "",
         _base_line(str(model.get("name_or_path", "unknown"))),
-        *_kind_lines(kind, model, info),
+        *kind.card_lines(model, info),
         f"- Loss: {loss.get('objective', '-')} (temperature {loss.get('temperature', '-')})",
         f"- Query text: `{template}`; document text: `title + ' ' + text`",
         "",
@@ -313,7 +263,7 @@ def render_model_card(
         yaml.safe_dump(train, sort_keys=False).rstrip() if train else "# not recorded",
         "```",
     ]
-    meta = card_metadata(name, train, results, license_id, kind)
+    meta = card_metadata(name, train, results, license_id, about)
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     return f"---\n{header}---\n\n" + "\n".join(body) + "\n"
 
@@ -324,25 +274,13 @@ def _base_line(base: str) -> str:
     return f"- Base model: `{base}`{shown}"
 
 
-def card_kind(model_dir: Path) -> str:
-    """The folder's model kind as the card describes it (``reranker``: a kind it does not know)."""
-    kind = reranker_kind(model_dir)
-    if kind is None:
-        return "bi_encoder"
-    return kind if kind in KINDS else "reranker"
-
-
-def _kind_lines(kind: str, model: dict[str, Any], info: dict[str, Any]) -> list[str]:
-    """The card's facts that depend on the model kind."""
-    if kind == "llm_reranker":
-        prompt = str(info.get("prompt", "-")).replace("\n", " / ")
-        return [f"- Answers: {info.get('answers', '-')}; prompt: `{prompt}`"]
-    if kind == "cross_encoder":
-        return [f"- Pair length: {info.get('max_length', '-')} tokens"]
-    if kind == "bi_encoder":
-        pooling, normalize = model.get("pooling", "-"), model.get("normalize", "-")
-        return [f"- Pooling: {pooling}, normalized: {normalize}"]
-    return []
+def card_kind(model_dir: Path) -> SavedKind:
+    """The folder's kind (`dualview.models.saved.saved_kind`); a reranker kind that is not
+    registered here gets the card of any reranker (`OTHER_RERANKER`)."""
+    name = saved_kind_name(model_dir)
+    if name in MODEL_KINDS:
+        return MODEL_KINDS.get(name)
+    return SavedKind(name, OTHER_RERANKER, RERANKER_FILE, load=load_reranker)
 
 
 def write_model_card(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,9 @@ from dualview.io.folder import atomic_dir
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import export_backbone
 from dualview.models.fingerprint import update_with_weights
+from dualview.models.kinds import CardFacts, SavedKind
 from dualview.models.pretrained import from_pretrained, load_complete
-from dualview.models.reranker import (
-    RERANKER_FILE,
-    register_reranker_builder,
-    register_reranker_kind,
-)
+from dualview.models.reranker import RERANKER_FILE
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.tokens import TokenizedPairs, tokenize_pairs
 
@@ -239,5 +236,26 @@ def load_cross_encoder(folder: Path, device: str | None = None) -> CrossEncoderR
     return model.to(device).eval()
 
 
-register_reranker_kind(KIND, load_cross_encoder)
-register_reranker_builder(KIND, CrossEncoderReranker)
+def _card_lines(model: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    return [f"- Pair length: {info.get('max_length', '-')} tokens"]
+
+
+#: ``model.kind: cross_encoder`` (`dualview.models.kinds.MODEL_KINDS`).
+SAVED_KIND = SavedKind(
+    KIND,
+    CardFacts(
+        "A [sentence-transformers](https://www.sbert.net) cross-encoder reranker",
+        "text-ranking",
+        ("sentence-transformers", "cross-encoder", "reranker"),
+        (
+            "from sentence_transformers import CrossEncoder",
+            'model = CrossEncoder("PATH_OR_REPO")',
+            'query = "what can replace eggs in baking? Only vegan answers."',
+            'print(model.predict([(query, "Flax seeds mixed with water bind a batter.")]))',
+        ),
+    ),
+    RERANKER_FILE,
+    card_lines=_card_lines,
+    build=CrossEncoderReranker,
+    load=load_cross_encoder,
+)

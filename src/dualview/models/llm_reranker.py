@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,12 +71,9 @@ from dualview.models.config import LlmRerankerSettings, ModelConfig
 from dualview.models.decoder import add_lora, ensure_pad_token, export_backbone, save_adapter
 from dualview.models.fingerprint import update_with_weights
 from dualview.models.gguf import EMBEDDED_GGUFS, embedded_gguf_path
+from dualview.models.kinds import LOAD_RERANKER_USAGE, CardFacts, SavedKind
 from dualview.models.pretrained import from_pretrained, load_complete
-from dualview.models.reranker import (
-    RERANKER_FILE,
-    register_reranker_builder,
-    register_reranker_kind,
-)
+from dualview.models.reranker import RERANKER_FILE
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
 from dualview.models.tokens import TokenizedTexts, plan_chunks
@@ -496,5 +493,24 @@ def load_llm_reranker(folder: Path, device: str | None = None) -> LlmReranker:
     return model.to(target).eval()
 
 
-register_reranker_kind(KIND, load_llm_reranker)
-register_reranker_builder(KIND, LlmReranker)
+def _card_lines(model: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    prompt = str(info.get("prompt", "-")).replace("\n", " / ")
+    return [f"- Answers: {info.get('answers', '-')}; prompt: `{prompt}`"]
+
+
+#: ``model.kind: llm_reranker`` (`dualview.models.kinds.MODEL_KINDS`).
+SAVED_KIND = SavedKind(
+    KIND,
+    CardFacts(
+        "An LLM reranker (a causal LM whose score is the log-odds of its two answer words "
+        "after a relevance prompt; LoRA merged, adapter in `lora_adapter/`)",
+        "text-ranking",
+        ("reranker", "llm-reranker"),
+        LOAD_RERANKER_USAGE,
+        library="transformers",
+    ),
+    RERANKER_FILE,
+    card_lines=_card_lines,
+    build=LlmReranker,
+    load=load_llm_reranker,
+)

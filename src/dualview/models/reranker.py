@@ -15,15 +15,16 @@ Training and evaluation meet a reranker only through this module:
 - `TrainableReranker` is what the training step needs: tokenize pairs, score token ids with
   gradients, save a folder;
 - a saved reranker folder holds ``dualview_reranker.json`` (`RERANKER_FILE`) naming its
-  ``kind``; `load_reranker` reads any such folder through the loader registered for its kind
-  (`register_reranker_kind`);
-- training builds a fresh reranker from its `ModelConfig` through the builder registered for
-  ``model.kind`` (`register_reranker_builder`, `build_reranker`).
+  ``kind``; `load_reranker` reads any such folder through that kind's
+  `dualview.models.kinds.SavedKind` (``load``), looked up in `dualview.models.kinds.MODEL_KINDS`
+  (lazy entries: the registry is never empty, whichever module it is imported from);
+- training builds a fresh reranker from its `ModelConfig` through the same kind's ``build``
+  (`build_reranker`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,13 +34,10 @@ import torch
 from dualview.errors import ConfigError
 from dualview.io.files import read_json_file
 from dualview.models.config import ModelConfig
-from dualview.models.pretrained import ModelLoadError
+from dualview.models.kinds import MODEL_KINDS, reranker_kinds
 
 #: The file that marks a saved folder as a dualview reranker: ``{"kind": ..., ...}``.
 RERANKER_FILE = "dualview_reranker.json"
-
-#: Model kinds that rerank (``model.kind`` in a training config); the bi-encoder is the default.
-RERANKER_KINDS = ("cross_encoder", "llm_reranker")
 
 
 @runtime_checkable
@@ -87,36 +85,9 @@ class TrainableReranker(Protocol):
         ...
 
 
-Loader = Callable[[Path, str | None], Reranker]
-_LOADERS: dict[str, Loader] = {}
-
-
-def register_reranker_kind(kind: str, loader: Loader) -> None:
-    """Make `load_reranker` read folders whose `RERANKER_FILE` says ``kind`` with ``loader``
-    (called as ``loader(folder, device)``)."""
-    if kind in _LOADERS:
-        raise ValueError(f"reranker kind {kind!r} is already registered")
-    _LOADERS[kind] = loader
-
-
-Builder = Callable[[ModelConfig], TrainableReranker]
-_BUILDERS: dict[str, Builder] = {}
-
-
-def register_reranker_builder(kind: str, builder: Builder) -> None:
-    """Make `build_reranker` build ``model.kind: kind`` as ``builder(model_config)``."""
-    if kind in _BUILDERS:
-        raise ValueError(f"reranker builder {kind!r} is already registered")
-    _BUILDERS[kind] = builder
-
-
 def build_reranker(config: ModelConfig) -> TrainableReranker:
     """A fresh trainable reranker of ``config.kind`` (from ``config.name_or_path``)."""
-    builder = _BUILDERS.get(config.kind)
-    if builder is None:
-        known = ", ".join(sorted(_BUILDERS)) or "none registered"
-        raise ConfigError(f"model.kind: {config.kind!r} is not a trainable reranker ({known})")
-    return builder(config)
+    return MODEL_KINDS.get(config.kind).build_reranker(config)
 
 
 def reranker_kind(folder: str | Path) -> str | None:
@@ -127,13 +98,9 @@ def reranker_kind(folder: str | Path) -> str | None:
     info = read_json_file(path)  # the one reader policy: BOM, CRLF, located errors
     kind = info.get("kind") if isinstance(info, dict) else None
     if not isinstance(kind, str):
-        raise ConfigError(f"{path}: field 'kind': missing; expected one of {RERANKER_KINDS}")
+        known = ", ".join(reranker_kinds())
+        raise ConfigError(f"{path}: field 'kind': missing; expected a reranker kind ({known})")
     return kind
-
-
-def is_reranker(folder: str | Path) -> bool:
-    """True for a folder saved by a dualview reranker."""
-    return reranker_kind(folder) is not None
 
 
 def load_reranker(folder: str | Path, device: str | None = None) -> Reranker:
@@ -142,12 +109,5 @@ def load_reranker(folder: str | Path, device: str | None = None) -> Reranker:
     kind = reranker_kind(folder)
     if kind is None:
         raise ConfigError(f"{folder}: not a dualview reranker folder (no {RERANKER_FILE})")
-    loader = _LOADERS.get(kind)
-    if loader is None:
-        known = ", ".join(sorted(_LOADERS)) or "none registered"
-        raise ConfigError(f"{folder / RERANKER_FILE}: field 'kind': unknown {kind!r} ({known})")
-    try:
-        return loader(folder, device)
-    except ModelLoadError as exc:  # its weights or tokenizer, not what RERANKER_FILE says
-        label = kind.replace("_", "-")
-        raise ConfigError(f"{folder}: not a readable {label} folder ({exc.reason})") from None
+    saved = MODEL_KINDS.get(kind, where=f"{folder / RERANKER_FILE}: field 'kind'")
+    return saved.load_reranker(folder, device)

@@ -1,34 +1,26 @@
-"""Every built-in reranker kind, registered: import `load_reranker` from here to read any
-saved reranker folder (`dualview.models.reranker` holds the contract and the registry).
+"""The reranker contract and loaders in one import (`dualview.models.reranker`): kept because
+saved model cards and user code import `load_reranker` from here.
 
-A module that implements a kind calls `register_reranker_kind` when imported; its import
-line below makes the kind known wherever rerankers are loaded.
+Every kind is known wherever rerankers are loaded: `dualview.models.kinds.MODEL_KINDS` holds
+the built-in kinds as lazy entries, so nothing needs importing for its side effect.
 """
 
 from __future__ import annotations
 
-from dualview.models import (
-    cross_encoder,  # noqa: F401  (registers "cross_encoder")
-    llm_reranker,  # noqa: F401  (registers "llm_reranker")
-)
 from dualview.models.reranker import (
     RERANKER_FILE,
-    RERANKER_KINDS,
     Reranker,
     TrainableReranker,
     build_reranker,
-    is_reranker,
     load_reranker,
     reranker_kind,
 )
 
 __all__ = [
     "RERANKER_FILE",
-    "RERANKER_KINDS",
     "Reranker",
     "TrainableReranker",
     "build_reranker",
-    "is_reranker",
     "load_reranker",
     "reranker_kind",
 ]

@@ -10,14 +10,17 @@ writes) plus dualview's own files:
 - ``lora_adapter/``: a LoRA adapter alone (`dualview.models.decoder`);
 - ``dualview_train.yaml`` and ``data_manifest.json``: the training config and the mix manifest.
 
-Readers ask this module what a folder holds (`model_info`, `load_interaction_head`) instead
-of looking for file names themselves; `require_bi_encoder` refuses a reranker's folder (its
+Readers ask this module what a folder holds (`model_info`, `load_interaction_head`,
+`saved_kind`: the folder's `dualview.models.kinds.SavedKind`) instead of looking for file
+names themselves; a folder that declares no kind in ``dualview_reranker.json`` is a
+bi-encoder's (`BI_ENCODER`); `require_bi_encoder` refuses a reranker's folder (its
 ``dualview_reranker.json``, or sentence-transformers' ``model_type: CrossEncoder``) where a
 bi-encoder is expected, instead of letting sentence-transformers read it as one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from dualview.errors import ConfigError
 from dualview.io.files import read_json_file
 from dualview.models.instruction_attention import InstructionAttention
 from dualview.models.interaction import InstructionQueryAttention, has_head
+from dualview.models.kinds import MODEL_KINDS, CardFacts, SavedKind
 from dualview.models.reranker import RERANKER_FILE, reranker_kind
 from dualview.registry import Registry
 
@@ -36,6 +40,45 @@ TRAIN_MANIFEST_FILE = "data_manifest.json"
 #: sentence-transformers' description of a saved folder; its ``model_type`` names a
 #: ``CrossEncoder`` (any cross-encoder saved by sentence-transformers, ours or not).
 ST_CONFIG_FILE = "config_sentence_transformers.json"
+
+
+def _bi_encoder_lines(model: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    pooling, normalize = model.get("pooling", "-"), model.get("normalize", "-")
+    return [f"- Pooling: {pooling}, normalized: {normalize}"]
+
+
+#: ``model.kind: bi_encoder``: queries and documents embedded apart, saved as a
+#: sentence-transformers folder (`dualview.models.bi_encoder.BiEncoder.save`).
+BI_ENCODER = SavedKind(
+    "bi_encoder",
+    CardFacts(
+        "A [sentence-transformers](https://www.sbert.net) bi-encoder",
+        "sentence-similarity",
+        ("sentence-transformers", "feature-extraction"),
+        (
+            "from sentence_transformers import SentenceTransformer",
+            'model = SentenceTransformer("PATH_OR_REPO")',
+            'q = model.encode_query(["what can replace eggs in baking? Only vegan answers."])',
+            'd = model.encode_document(["Flax seeds mixed with water bind a batter."])',
+            "print(model.similarity(q, d))",
+        ),
+    ),
+    MODEL_INFO_FILE,
+    card_lines=_bi_encoder_lines,
+)
+
+
+def saved_kind_name(folder: str | Path) -> str:
+    """The kind of the model saved in ``folder``: the one its `RERANKER_FILE` declares,
+    else ``bi_encoder`` (a sentence-transformers folder, a Hub name)."""
+    return reranker_kind(folder) or BI_ENCODER.name
+
+
+def saved_kind(folder: str | Path) -> SavedKind:
+    """The `SavedKind` of ``folder`` (`saved_kind_name`); a declared kind that nobody
+    registered is one located error naming the file."""
+    where = f"{Path(folder) / RERANKER_FILE}: field 'kind'"
+    return MODEL_KINDS.get(saved_kind_name(folder), where=where)
 
 
 def model_info(folder: str | Path) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from dualview.errors import DualviewError, Interrupted
 from dualview.eval.benchmarks import data_path
 from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
 from dualview.io.files import count_lines
+from dualview.models.saved import saved_kind
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.run_folder import CONFIGURATIONS_FILE, manifest_path_text
@@ -316,7 +317,6 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
     def run(out: Path, up: dict[str, Path]) -> dict[str, Any]:
         from dualview.eval.run import EvalSettings, Summary, evaluate, write_summary
         from dualview.eval.two_stage import RerankSettings, reranked_name
-        from dualview.models.rerankers import is_reranker
         from dualview.train.trainer import MODEL_DIR
 
         configurations = dict(bases) if exp.evaluation.include_base else {}
@@ -325,7 +325,8 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
         settings = EvalSettings(
             batch_size=exp.evaluation.batch_size, query_template=exp.evaluation.query_template
         )
-        rerankers = {k: v for k, v in configurations.items() if is_reranker(v)}
+        # each model as its kind is evaluated: a first stage, or a reranker over one
+        rerankers = {k: v for k, v in configurations.items() if saved_kind(v).scores_pairs}
         encoders = [v for k, v in configurations.items() if k not in rerankers]
         spec = exp.evaluation.rerank
         bm25 = spec.first_stage in BM25_KINDS
@@ -356,12 +357,7 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
                     first_stage, benchmarks, folder, settings, precision=precision, rerank=rerank
                 )
             )
-        summary = Summary(models=[m for s in summaries for m in s.models], benchmarks=[])
-        for part in summaries:  # one summary of every column, whichever call produced it
-            summary.benchmarks = part.benchmarks
-            summary.values.update(part.values)
-            summary.first_stage.update(part.first_stage)  # reranked columns' first stage alone
-            summary.files += part.files
+        summary = Summary.merged(summaries)  # one summary of every column
         write_summary(summary, folder)
         return {"models": len(configurations), "benchmarks": summary.benchmarks}
 

@@ -5,12 +5,18 @@ runs one step (through `dualview.train.gradcache.chunked_step`), measures a Grad
 budget and saves the trained model. The trainer calls these and knows no kind by name; the
 training config checks a kind and its objective against the family (`scores_pairs`).
 
+What the saved folder is to evaluation, teachers and model cards (whether it scores pairs,
+how it is loaded, its card lines) is the family's `ModelFamily.saved_kind`: the
+`dualview.models.kinds.SavedKind` of the folder `ModelFamily.save` writes, one layer down,
+where evaluation can read it.
+
 Built in: ``bi_encoder`` (`BiEncoderFamily`: queries and documents embedded apart) and every
-reranker kind of `dualview.models.reranker` (`RerankerFamily`: ``cross_encoder``,
+reranker kind of `dualview.models.kinds.MODEL_KINDS` (`RerankerFamily`: ``cross_encoder``,
 ``llm_reranker``; each scores (query, document) pairs together). A new kind is one module
 with its model and a `ModelFamily` registered in `FAMILIES` (or through the entry-point group
-``dualview.model_families``); a reranker kind registered with
-`dualview.models.reranker.register_reranker_builder` is trained by `RerankerFamily(kind)`.
+``dualview.model_families``), plus its `SavedKind` in `dualview.models.kinds.MODEL_KINDS`
+(group ``dualview.model_kinds``) when it saves a folder of a new kind: a reranker kind is
+trained by `RerankerFamily(kind)`, which builds it through its saved kind's ``build``.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from torch import nn
 from dualview.io.atomic import atomic_copy, atomic_write_text
 from dualview.models.bi_encoder import BiEncoder
 from dualview.models.config import ModelConfig
-from dualview.models.rerankers import build_reranker
-from dualview.models.saved import TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
+from dualview.models.kinds import MODEL_KINDS, SavedKind
+from dualview.models.reranker import build_reranker
+from dualview.models.saved import BI_ENCODER, TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
 from dualview.registry import Registry
 from dualview.train.loader import BatchTokenizer, PairTokenizer
 from dualview.train.memory import TokenBudget, auto_token_budget
@@ -45,14 +52,25 @@ class StepFunction(Protocol):
 class ModelFamily:
     """One trainable model kind (see the module docstring)."""
 
-    #: True: the objective scores (query, document) pairs (a ``rerank_*`` or ``distill_*``
-    #: objective) and the model is evaluated as a reranker over a first stage.
-    scores_pairs: ClassVar[bool] = False
+    #: The `dualview.models.kinds.MODEL_KINDS` name of the folder `save` writes (None: the
+    #: family's own kind).
+    saved_as: ClassVar[str | None] = None
     #: True: the step rounds GradCache chunk widths to ``pad_multiple`` (else to 8 only).
     rounds_chunk_widths: ClassVar[bool] = False
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+
+    @property
+    def saved_kind(self) -> SavedKind:
+        """What the saved folder is to evaluation, teachers and cards (module docstring)."""
+        return MODEL_KINDS.get(self.saved_as or self.kind)
+
+    @property
+    def scores_pairs(self) -> bool:
+        """True: the objective scores (query, document) pairs (a ``rerank_*`` or
+        ``distill_*`` objective) and the model is evaluated as a reranker over a first stage."""
+        return self.saved_kind.scores_pairs
 
     def build(self, config: ModelConfig) -> nn.Module:
         """The untrained model of ``config``."""
@@ -84,6 +102,7 @@ class BiEncoderFamily(ModelFamily):
     sentence-transformers folder."""
 
     rounds_chunk_widths = True
+    saved_as = BI_ENCODER.name
 
     def build(self, config: ModelConfig) -> nn.Module:
         return BiEncoder(config)
@@ -107,10 +126,9 @@ class BiEncoderFamily(ModelFamily):
 
 
 class RerankerFamily(ModelFamily):
-    """A reranker kind (`dualview.models.reranker.TrainableReranker`, built by the builder
-    registered for ``kind``), saved as its own folder plus the training config and manifest."""
-
-    scores_pairs = True
+    """A reranker kind (`dualview.models.reranker.TrainableReranker`, built by its
+    `dualview.models.kinds.SavedKind`'s ``build``), saved as its own folder plus the
+    training config and manifest."""
 
     def build(self, config: ModelConfig) -> nn.Module:
         return build_reranker(config)

@@ -7,8 +7,9 @@ every pair the reranker trains on: each record's positives and its first
 ``(record id, document id) -> score`` table that `dualview.train.batching.BatchStream`
 copies into each batch (`dualview.train.batching.Batch.teacher_scores`).
 
-- **Teacher**: a saved reranker folder (`dualview.models.rerankers.load_reranker`: its
-  score of (query, instruction, passage)), or else a bi-encoder (a path, a Hub name,
+- **Teacher**: a saved reranker folder (loaded by its kind,
+  `dualview.models.kinds.SavedKind.load_reranker`: its score of (query, instruction,
+  passage)), or else a bi-encoder (a path, a Hub name,
   ``embedded:minilm``): the cosine of the query text (``model.query_template``, as the
   student reads it) and the document text, as the first stage ranks (`BiEncoderTeacher`).
 - **Cache**: one SQLite file per (teacher fingerprint, sha256 of the training file),
@@ -34,7 +35,8 @@ import numpy as np
 from dualview.data.formats.common import join_query_instruction
 from dualview.data.manifest import file_sha256
 from dualview.data.schema import Record
-from dualview.models.rerankers import Reranker, is_reranker, load_reranker
+from dualview.models.reranker import Reranker
+from dualview.models.saved import saved_kind
 from dualview.resources import resolve_model_path
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.rerank import CachedReranker, RerankStats, ScoreCache, cache_file_name
@@ -79,9 +81,13 @@ class BiEncoderTeacher:
 
 
 def load_teacher(name: str, template: str, device: str | None = None) -> Reranker:
-    """The teacher ``name`` names: a reranker folder, else a bi-encoder scored by cosine."""
-    if is_reranker(resolve_model_path(name)):
-        return load_reranker(name, device)
+    """The teacher ``name`` names: a model whose kind scores pairs (a reranker folder),
+    loaded by its kind (`dualview.models.saved.saved_kind`); else a first stage (a
+    bi-encoder folder, a Hub name) scored by cosine."""
+    folder = Path(resolve_model_path(name))
+    kind = saved_kind(folder)
+    if kind.scores_pairs:
+        return kind.load_reranker(folder, device)
     encoder = Encoder(name, device=device, normalize=True, show_progress=False)
     return BiEncoderTeacher(encoder, template)
 
