@@ -125,6 +125,24 @@ def test_default_pairs_and_bad_names() -> None:
         compare_rows([_row("A", {"q": 1.0})], [("A", "nope")])
 
 
+def test_a_comparison_names_rows_that_hold_colons() -> None:
+    """Eval-folder rows are named ``RERANKER@FIRST_STAGE`` and ``embedded:minilm``: ARM:CONTROL
+    is split at the colon where both sides are rows."""
+    values = {f"q{i}": float(i) for i in range(6)}
+    names = ["embedded:minilm", "ce@embedded:minilm", "dv@embedded:minilm"]
+    rows = [_row(n, {q: v + shift for q, v in values.items()}) for shift, n in enumerate(names)]
+    pairs = [parse_pair("dv@embedded:minilm:ce@embedded:minilm")]
+    pairs.append(parse_pair("ce@embedded:minilm:embedded:minilm"))
+    comps = compare_rows(rows, pairs, n_resamples=200)
+    assert [(c.arm, c.control) for c in comps] == [
+        ("dv@embedded:minilm", "ce@embedded:minilm"),
+        ("ce@embedded:minilm", "embedded:minilm"),
+    ]
+    assert [c.diff for c in comps] == [1.0, 1.0]
+    with pytest.raises(DualviewError, match="no configuration 'dv@embedded'"):
+        compare_rows(rows, [parse_pair("dv@embedded:minilm:nope")])
+
+
 def test_a_report_keeps_only_the_metrics_asked_for(tmp_path) -> None:
     rng = np.random.default_rng(1)
     values = {f"q{i}": float(v) for i, v in enumerate(rng.normal(0, 10, 30))}

@@ -138,7 +138,7 @@ def write_report(
     error_pairs = options.error_pairs
     if error_pairs is None:
         error_pairs = [p for p in default_pairs([r.name for r in rows]) if not is_base(p[1])]
-    check_pairs(error_pairs, [r.name for r in rows])
+    error_pairs = check_pairs(error_pairs, [r.name for r in rows])
     if error_pairs:
         # the flips read each query's pairwise accuracy, shown or not
         markdown += "\n" + error_analysis(every_metric, error_pairs, options.flip_limit)

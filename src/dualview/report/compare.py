@@ -48,14 +48,29 @@ def parse_pair(text: str) -> tuple[str, str]:
     return arm.strip(), control.strip()
 
 
-def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
-    for arm, control in pairs:
+def _resplit(pair: tuple[str, str], names: Sequence[str]) -> tuple[str, str]:
+    """``pair`` as `parse_pair` split it at its first colon, or split at the one colon where
+    both sides name rows: row names hold colons (``X@embedded:minilm``, ``embedded:minilm``)."""
+    if pair[0] in names and pair[1] in names:
+        return pair
+    text = f"{pair[0]}:{pair[1]}"
+    splits = [(text[:i].strip(), text[i + 1 :].strip()) for i, c in enumerate(text) if c == ":"]
+    matches = [split for split in splits if split[0] in names and split[1] in names]
+    return matches[0] if len(matches) == 1 else pair
+
+
+def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> list[tuple[str, str]]:
+    """``pairs`` with each name checked against ``names`` (a pair re-split where a row name
+    holds a colon, `_resplit`)."""
+    checked = [_resplit(pair, names) for pair in pairs]
+    for arm, control in checked:
         for name in (arm, control):
             if name not in names:
                 raise DualviewError(
                     f"comparison {arm}:{control}: no configuration {name!r} "
                     f"(the report has {', '.join(names)})"
                 )
+    return checked
 
 
 def chosen_pairs(
@@ -63,9 +78,7 @@ def chosen_pairs(
 ) -> list[tuple[str, str]]:
     """``pairs``, or `default_pairs` when ``None``; each name checked against ``rows``."""
     names = [row.name for row in rows]
-    chosen = default_pairs(names) if pairs is None else list(pairs)
-    check_pairs(chosen, names)
-    return chosen
+    return check_pairs(default_pairs(names) if pairs is None else list(pairs), names)
 
 
 def compare_rows(
