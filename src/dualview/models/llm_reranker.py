@@ -236,6 +236,31 @@ def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+def answer_log_odds(
+    backbone: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    answer_ids: tuple[int, int],
+) -> torch.Tensor:
+    """The log-odds [n] (float32) of the first answer token against the second at the last
+    position of left-padded prompts, ``logit(a) - logit(b) = log p(a) - log p(b)``, as the
+    module docstring says; one forward pass of the causal LM ``backbone``, no generation.
+    Position ids count real tokens only, so a prompt's score does not depend on its batch.
+    The LLM reranker's score and the synthesis judge's (`verify.scoring: logodds`)."""
+    if input_ids.shape[0] and not bool(attention_mask[:, -1].all()):
+        raise ValueError("answer_log_odds: prompts must be left-padded (see LlmReranker.pad)")
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = backbone(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=positions,
+        logits_to_keep=1,
+    )
+    logits = out.logits[:, -1].float()
+    first, second = answer_ids
+    return logits[:, first] - logits[:, second]
+
+
 class LlmReranker(nn.Module):
     """A causal LM scoring relevance as answer log-odds; see the module docstring."""
 
@@ -317,18 +342,7 @@ class LlmReranker(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Relevance logits [n] (float32) of left-padded prompts, with gradients."""
-        if input_ids.shape[0] and not bool(attention_mask[:, -1].all()):
-            raise ValueError("LlmReranker.forward: prompts must be left-padded (see pad)")
-        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=positions,
-            logits_to_keep=1,
-        )
-        logits = out.logits[:, -1].float()
-        relevant, irrelevant = self.answer_ids
-        return logits[:, relevant] - logits[:, irrelevant]
+        return answer_log_odds(self.backbone, input_ids, attention_mask, self.answer_ids)
 
     def train(self, mode: bool = True) -> LlmReranker:
         if mode != self.training:

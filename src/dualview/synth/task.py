@@ -14,7 +14,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
 from dualview.data.schema import Record
-from dualview.synth.backends.base import ChatBackend, SamplingParams
+from dualview.synth.backends.base import (
+    AnswerScorer,
+    ChatBackend,
+    SamplingParams,
+    scoring_unsupported,
+)
 from dualview.synth.limits import Limits
 from dualview.synth.parsing import clean_text
 
@@ -130,6 +135,31 @@ class LLM:
         self.latencies.append(completion.latency_s)
         self.answers.append(clean_text(completion.text))
         return self.answers[-1]
+
+    async def logodds(self, prompt: str, prefix: str, answers: tuple[str, str]) -> float:
+        """``log p(answers[0]) - log p(answers[1])`` as the first token of the reply to
+        ``prompt`` after its start ``prefix`` (one prompt pass, no generation; the backend
+        must be an `AnswerScorer`). The raw answer kept for the cache is the number as text,
+        so a re-judged unit replays it like any answer."""
+        if self._replay:
+            self.replayed += 1
+            self.answers.append(self._replay.pop(0))
+            return float(self.answers[-1])
+        if not isinstance(self.backend, AnswerScorer):
+            raise scoring_unsupported(f"backend {self.backend.identity}")
+        reserved = 0
+        if self.limits is not None:
+            reserved = await self.limits.before_call(prompt, 1)
+        messages = [{"role": "user", "content": prompt}]
+        scored = await self.backend.score_answers(messages, prefix, answers)
+        if self.turnstile is not None:
+            await self.turnstile.through()
+        if self.limits is not None:
+            self.limits.after_call(reserved, scored.tokens_in)
+        self.tokens_in += scored.tokens_in
+        self.latencies.append(scored.latency_s)
+        self.answers.append(repr(scored.logodds))
+        return scored.logodds
 
     def stamp(self, outcome: Outcome) -> Outcome:
         """Copy the usage and raw answers of this run into ``outcome``."""

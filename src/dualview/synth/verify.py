@@ -24,6 +24,15 @@ Two ways to judge (``VerifyConfig.scoring``):
   instruction: the original-as-reversal control), per role, which `dualview.synth.bench`
   turns into the judge's balanced accuracy.
 
+- ``logodds``: each candidate passage gets a score, the judge's log-odds of ``yes`` against
+  ``no`` as its reply's first word (the pointwise prompt with the reply opened as
+  ``<answer>``: one prompt pass, no generation; `dualview.synth.task.LLM.logodds`), the mean
+  over both orders of the two texts. A scenario passes when its intended passage outscores
+  every other candidate under the scenario's instruction (under the original P+ must outscore
+  N*, under the reversal N* must outscore P+), so there is neither a position bias nor a
+  threshold: a judge that scores by topic alone gets one of the two scenarios right. The
+  unit's counts are the scenarios' passes (``passed_<role>`` of ``judged_<role>``).
+
 ``constrained: true`` makes the engine follow the reply format (a regular expression; see
 `dualview.synth.backends.base.SamplingParams.regex`), so no judgement is unparsable.
 """
@@ -50,6 +59,9 @@ _CHOICE = re.compile(r"\[?\s*([0-9]{1,3})\s*\]?")
 _YES_NO = {"yes": True, "no": False}
 # The reply formats as regular expressions, for constrained output.
 YES_NO_REGEX = r"<answer>(yes|no)</answer>"
+# The log-odds judge: the reply's start, and the answers whose log-odds is a passage's score.
+ANSWER_PREFIX = "<answer>"
+YES_NO_ANSWERS = ("yes", "no")
 
 
 def choice_regex(n_choices: int) -> str:
@@ -67,8 +79,9 @@ class VerifyConfig(StrictModel):
     template: Path | None = None
     max_passage_chars: int = 1000
     # How the judge decides (see the module docstring): pick an index among the candidates,
-    # or a yes/no per passage in both orders (no position bias by construction).
-    scoring: Literal["choice", "pointwise"] = "choice"
+    # a yes/no per passage in both orders (no position bias by construction), or the log-odds
+    # of yes per passage in both orders, compared between the passages (no threshold either).
+    scoring: Literal["choice", "pointwise", "logodds"] = "choice"
     # Constrain the judge's reply to its format (engines that support it).
     constrained: bool = False
 
@@ -212,7 +225,7 @@ class VerifyTask(TemplateTask):
 
     def __init__(self, config: VerifyConfig | None = None) -> None:
         self.config = config or VerifyConfig()
-        name = "verify_pointwise" if self.config.scoring == "pointwise" else "verify"
+        name = "verify" if self.config.scoring == "choice" else "verify_pointwise"
         self.template = load_template(name, self.config.template)
         self.pool = (
             load_distractor_pool(self.config.distractor_file) if self.config.distractor_file else []
@@ -298,14 +311,56 @@ class VerifyTask(TemplateTask):
             return ""
         return f"{scenario.role}: {', '.join(problems)} (intended {scenario.intended})"
 
+    async def _score(
+        self, scenario: Scenario, doc: Document, llm: LLM, scored: dict[str, float]
+    ) -> float:
+        """The judge's log-odds of yes for ``doc`` under ``scenario``, the mean over both
+        orders of the two texts; ``scored`` remembers scores by prompt (shared prompts are
+        scored once)."""
+        margins = []
+        for passage_first in (False, True):
+            prompt = self.template.render(
+                query=scenario.query,
+                instruction=scenario.instruction,
+                passage=truncate(doc.text, self.config.max_passage_chars),
+                passage_first=passage_first,
+            )
+            if prompt not in scored:
+                scored[prompt] = await llm.logodds(prompt, ANSWER_PREFIX, YES_NO_ANSWERS)
+            margins.append(scored[prompt])
+        return sum(margins) / len(margins)
+
+    async def _judge_logodds(
+        self, unit: list[Record], index: int, scenario: Scenario, llm: LLM, scored: dict[str, float]
+    ) -> str:
+        """'' when the intended passage outscores every other candidate (see the module
+        docstring), else the best rival with both scores."""
+        scores = {
+            doc.id: await self._score(scenario, doc, llm, scored)
+            for doc in sorted(self._choices(unit, index), key=lambda d: d.id)
+        }
+        mine = scores.pop(scenario.intended)
+        if not scores:
+            return ""
+        rival = max(scores, key=lambda doc_id: scores[doc_id])
+        if mine > scores[rival]:
+            return ""
+        return (
+            f"{scenario.role}: {rival} outscored the intended {scenario.intended} "
+            f"(log-odds {scores[rival]:.3f} vs {mine:.3f})"
+        )
+
     async def run(self, unit: list[Record], llm: LLM) -> Outcome:
         todo = scenarios(unit)
         counts: Counter[str] = Counter()
         asked: dict[str, Parsed[bool]] = {}
+        scored: dict[str, float] = {}
         failures = []
         for index, scenario in enumerate(todo):
             if self.config.scoring == "pointwise":
                 problem = await self._judge_pointwise(unit, index, todo, llm, counts, asked)
+            elif self.config.scoring == "logodds":
+                problem = await self._judge_logodds(unit, index, scenario, llm, scored)
             else:
                 problem = await self._judge(unit, index, scenario, llm)
                 counts["unparsable"] += int("unparsable" in problem)

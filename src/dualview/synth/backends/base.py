@@ -108,3 +108,36 @@ class ChatBackend(Protocol):
     async def complete(self, messages: list[Message], params: SamplingParams) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass
+class AnswerScore:
+    """How much more likely the first of two answers is than the second as the reply's next
+    token after a prompt: ``log p(first) - log p(second)``, with the prompt's cost."""
+
+    logodds: float
+    tokens_in: int = 0
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class AnswerScorer(Protocol):
+    """A backend that scores answers without generating (the local backend, on the engines
+    that give log-probabilities: OpenVINO GenAI and transformers)."""
+
+    async def score_answers(
+        self, messages: list[Message], prefix: str, answers: tuple[str, str]
+    ) -> AnswerScore:
+        """The log-odds of ``answers[0]`` against ``answers[1]`` as the first token of the
+        reply after ``messages`` (chat template applied, assistant turn opened) and the
+        reply's start ``prefix``; each answer must be one token."""
+        ...
+
+
+def scoring_unsupported(what: str) -> BackendError:
+    """The error of a backend or engine asked to score answers (``verify.scoring: logodds``)
+    that cannot give log-probabilities."""
+    return BackendError(
+        f"{what} cannot score answers (verify.scoring: logodds needs log-probabilities); use "
+        "backend.kind: local with engine openvino or transformers, or another verify.scoring"
+    )

@@ -38,10 +38,12 @@ from pathlib import Path
 from dualview.errors import ConfigError
 from dualview.resources import cache_dir
 from dualview.synth.backends.base import (
+    AnswerScore,
     BackendConfig,
     Completion,
     Message,
     SamplingParams,
+    scoring_unsupported,
 )
 from dualview.synth.backends.gguf import (
     EMBEDDED_GGUFS,
@@ -212,6 +214,21 @@ class LocalBackend:
         """Answer one chat; concurrent calls queue and run one at a time."""
         async with self._async_lock():
             return await asyncio.to_thread(self._generate, messages, params)
+
+    def _score(self, messages: list[Message], prefix: str, answers: tuple[str, str]) -> AnswerScore:
+        if not hasattr(ENGINES[self.engine_name], "score_answers"):
+            raise scoring_unsupported(f"engine {self.engine_name}")
+        engine = self.load()
+        with self._run_lock:
+            return engine.score_answers(messages, prefix, answers)  # type: ignore[union-attr]
+
+    async def score_answers(
+        self, messages: list[Message], prefix: str, answers: tuple[str, str]
+    ) -> AnswerScore:
+        """`dualview.synth.backends.base.AnswerScorer`: the engine's log-odds of the two
+        answers (openvino, transformers; llama_cpp cannot); queued like `complete`."""
+        async with self._async_lock():
+            return await asyncio.to_thread(self._score, messages, prefix, answers)
 
     async def aclose(self) -> None:
         """Free the model; a later request loads it again."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dualview.errors import DualviewError
 from dualview.synth.backends.base import (
+    AnswerScore,
     Completion,
     Message,
     SamplingParams,
@@ -234,6 +235,30 @@ class TransformersEngine:
             tokens_out=int(new_tokens.shape[0]),
             latency_s=time.perf_counter() - started,
             extra={"finish_reason": "length" if truncated and text == raw else "stop"},
+        )
+
+    def score_answers(
+        self, messages: list[Message], prefix: str, answers: tuple[str, str]
+    ) -> AnswerScore:
+        """The log-odds of ``answers[0]`` against ``answers[1]`` as the reply's first token
+        after ``prefix``: one forward pass, the LLM reranker's scoring
+        (`dualview.models.llm_reranker.answer_log_odds`)."""
+        from dualview.models.llm_reranker import answer_log_odds, answer_token_ids
+
+        started = time.perf_counter()
+        prompt = self._tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        inputs = self._tokenizer(prompt + prefix, return_tensors="pt", add_special_tokens=False)
+        ids = answer_token_ids(self._tokenizer, answers)
+        with self._torch.inference_mode():
+            logodds = answer_log_odds(
+                self._model, inputs["input_ids"], inputs["attention_mask"], ids
+            )
+        return AnswerScore(
+            logodds=float(logodds[0]),
+            tokens_in=int(inputs["input_ids"].shape[1]),
+            latency_s=time.perf_counter() - started,
         )
 
     def close(self) -> None:

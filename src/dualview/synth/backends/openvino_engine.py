@@ -16,11 +16,12 @@ depends on its own request only, which the content-addressed synthesis cache rel
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from dualview.errors import DualviewError
-from dualview.synth.backends.base import Completion, Message, SamplingParams
+from dualview.synth.backends.base import AnswerScore, Completion, Message, SamplingParams
 from dualview.synth.backends.gguf import sha256_file
 from dualview.synth.backends.gguf_requant import openvino_gguf
 from dualview.synth.backends.local_engines import ModelFile, cut_at_stop
@@ -93,6 +94,40 @@ class OpenVINOEngine:
             tokens_out=n_out,
             latency_s=time.perf_counter() - started,
             extra={"finish_reason": "length" if truncated else "stop"},
+        )
+
+    def _forced_logprob(self, prompt: str, answer: str) -> float:
+        """log p(``answer``) as the one token generated after ``prompt``: a generation forced
+        to ``answer`` by structured output, whose score is the raw log-probability of the
+        token (the constraint masks the choice, not the probabilities it reports)."""
+        config = self._ov.GenerationConfig()
+        config.max_new_tokens = 1
+        config.apply_chat_template = False
+        config.do_sample = False
+        config.logprobs = 1  # without it the score is 0
+        config.structured_output_config = self._ov.StructuredOutputConfig(regex=re.escape(answer))
+        result = self._pipe.generate([prompt], config)
+        if result.texts[0] != answer:
+            raise DualviewError(
+                f"answer {answer!r} is not one token of this model (forced, it began "
+                f"{result.texts[0]!r}); choose one-token answers"
+            )
+        return float(result.scores[0])
+
+    def score_answers(
+        self, messages: list[Message], prefix: str, answers: tuple[str, str]
+    ) -> AnswerScore:
+        """The log-odds of ``answers[0]`` against ``answers[1]`` as the reply's first token
+        after ``prefix``: two one-token generations forced to each answer (OpenVINO GenAI
+        gives log-probabilities of generated tokens only). The second reuses the first's
+        prompt in the pipeline's KV cache, so the pair costs about one prompt pass."""
+        started = time.perf_counter()
+        prompt = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        prompt += prefix
+        n_in = int(self._tokenizer.encode(prompt, add_special_tokens=False).input_ids.shape[1])
+        first, second = (self._forced_logprob(prompt, answer) for answer in answers)
+        return AnswerScore(
+            logodds=first - second, tokens_in=n_in, latency_s=time.perf_counter() - started
         )
 
     def close(self) -> None:
