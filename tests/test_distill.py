@@ -176,9 +176,10 @@ def test_distillation_needs_a_teacher_and_only_distillation_takes_one(tiny: Path
         validate_config(TrainConfig, _config(tiny, Path("o"), "rerank_listwise", teacher="x"), "t")
     config = validate_config(TrainConfig, _config(tiny, Path("o"), "distill_kl", teacher="x"), "t")
     assert config.loss.temperature == 1.0  # the reranker default, as for rerank_*
-    # inf_sets belongs to the InF-Embed objectives only: an empty list is no error here
+    # inf_sets belongs to the InF-Embed objectives only: a distillation objective refuses it
     no_sets = _config(tiny, Path("o"), "distill_kl", teacher="x", inf_sets=[])
-    assert validate_config(TrainConfig, no_sets, "t").loss.inf_sets == []
+    with pytest.raises(ConfigError, match=r"t: loss\.inf_sets: objective 'distill_kl' uses no"):
+        validate_config(TrainConfig, no_sets, "t")
 
 
 def _margin_gap(model, teacher: dict) -> float:

@@ -36,13 +36,13 @@ def margin_registered():
 
 def test_builtin_objectives_are_registered_by_name() -> None:
     assert {"infonce", "inf_univariate", "inf_multivariate"} <= set(objective_names())
-    infonce = build_objective(LossConfig(temperature=0.05, in_batch_negatives=True))
+    infonce = build_objective({"temperature": 0.05, "in_batch_negatives": True})
     assert isinstance(infonce, RelationInfoNCE) and infonce.in_batch_negatives
     assert infonce.temperature == 0.05 and infonce.needs == {"queries", "documents"}
-    uni = build_objective(LossConfig(objective="inf_univariate", inf_sets=["P", "I"]))
+    uni = build_objective({"objective": "inf_univariate", "inf_sets": ["P", "I"]})
     assert isinstance(uni, InfEmbedLoss) and not uni.multivariate
     assert uni.needs == {"queries", "documents", "cross"}
-    multi = build_objective(LossConfig(objective="inf_multivariate", inf_sets=["P", "IQ"]))
+    multi = build_objective({"objective": "inf_multivariate", "inf_sets": ["P", "IQ"]})
     assert multi.multivariate and multi.needs == {"queries", "documents"}  # no I: no cross
 
 

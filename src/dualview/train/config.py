@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from dualview.config import StrictModel
 from dualview.models.config import LoraSettings, ModelConfig
+from dualview.train.objectives import ObjectiveSettings, build_objective, objective_settings
+from dualview.train.objectives.inf_embed import MarginalSet
 
 ViewPolicy = Literal["together", "separate", "random"]
-MarginalSet = Literal["P", "I", "IQ"]
 #: ``loss.temperature`` when the config leaves it out: bi-encoders divide cosine
 #: similarities by it, rerankers their logits.
 DEFAULT_RERANK_TEMPERATURE = 1.0
@@ -41,48 +42,11 @@ class DataConfig(StrictModel):
         return value
 
 
-class LossConfig(StrictModel):
-    """Which objective (a name registered in `dualview.train.objectives`), and its settings."""
-
-    objective: str = "infonce"  # a reranker needs a rerank_* objective
-    # Bi-encoders: 0.02 (cosine similarities); rerankers: 1.0 when left out (raw logits).
-    temperature: float = Field(0.02, gt=0)
-    in_batch_negatives: bool = False
-    # InF-Embed: which marginal-negative sets enter the objective.
-    inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"])
-    # Distillation (distill_*): the teacher whose cached scores the reranker learns, a
-    # bi-encoder (its cosine) or a reranker folder, as a path or a name (embedded:minilm).
-    teacher: str | None = None
-
-    @field_validator("objective")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        # The registry imports torch: loaded when a config is validated, not when the CLI starts.
-        from dualview.train.objectives import OBJECTIVES
-
-        if value not in OBJECTIVES:
-            raise ValueError(OBJECTIVES.unknown_message(value, where=""))
-        return value
-
-    @model_validator(mode="after")
-    def _sets_not_empty(self) -> LossConfig:
-        if self.objective.startswith("inf_") and not self.inf_sets:
-            raise ValueError("inf_sets: an InF-Embed objective needs at least one set")
-        return self
-
-    @model_validator(mode="after")
-    def _teacher_fits_objective(self) -> LossConfig:
-        from dualview.train.objectives import build_objective
-
-        distils = getattr(build_objective(self), "needs_teacher", False)
-        if distils and self.teacher is None:
-            raise ValueError(
-                f"teacher: loss.objective {self.objective!r} distils from a teacher; set "
-                "loss.teacher to a bi-encoder or reranker (a path or a name: embedded:minilm)"
-            )
-        if self.teacher is not None and not distils:
-            raise ValueError(f"teacher: loss.objective {self.objective!r} uses no teacher")
-        return self
+#: The ``loss:`` block: the settings of the objective it names, each objective its own class
+#: (`dualview.train.objectives.base`, "Settings by objective"); `TrainConfig` validates the
+#: block through `objective_settings`. Constructed directly it is the base class (an
+#: objective whose only setting is the temperature).
+LossConfig = ObjectiveSettings
 
 
 class OptimConfig(StrictModel):
@@ -118,7 +82,8 @@ class TrainConfig(StrictModel):
 
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig
-    loss: LossConfig = Field(default_factory=LossConfig)
+    # The objective's own settings class, written with all its fields (SerializeAsAny).
+    loss: SerializeAsAny[LossConfig] = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     output_dir: Path
     batch_size: int = Field(32, gt=0)  # queries per (global) batch
@@ -163,9 +128,13 @@ class TrainConfig(StrictModel):
     @model_validator(mode="after")
     def _objective_fits_kind(self) -> TrainConfig:
         # The registries import torch: loaded when a config is validated, not when the CLI
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _objective_settings(cls, value: object) -> object:
+        return objective_settings(value)
+
         # starts. The kind's family says whether it scores pairs (a reranker) or embeds.
         from dualview.train.families import FAMILIES
-        from dualview.train.objectives import build_objective
 
         if self.model.kind not in FAMILIES:
             raise ValueError(FAMILIES.unknown_message(self.model.kind))
@@ -217,4 +186,12 @@ class TrainConfig(StrictModel):
         return self
 
 
-__all__ = ["DataConfig", "LoraSettings", "LossConfig", "ModelConfig", "OptimConfig", "TrainConfig"]
+__all__ = [
+    "DataConfig",
+    "LoraSettings",
+    "LossConfig",
+    "MarginalSet",
+    "ModelConfig",
+    "OptimConfig",
+    "TrainConfig",
+]

@@ -167,6 +167,8 @@ def field_default(key: str) -> Any:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return _NO_DEFAULT
     field = model.model_fields.get(name)
+    if field is None and parents:  # a key its section writes without declaring it (loss.teacher)
+        return model().model_dump(mode="json").get(name, _NO_DEFAULT)
     if field is None or field.is_required():
         return _NO_DEFAULT
     return TypeAdapter(field.annotation).dump_python(

@@ -154,10 +154,11 @@ def run_teacher(
     config: TrainConfig, records: Sequence[Record], device: str | None = None
 ) -> TeacherScores | None:
     """The teacher scores a run's batches carry: None unless ``loss.teacher`` is set."""
-    if config.loss.teacher is None:
+    teacher = getattr(config.loss, "teacher", None)  # a distillation objective's setting
+    if teacher is None:
         return None
     run = training_teacher_scores(
-        config.loss.teacher,
+        teacher,
         records,
         config.data.train_file,
         config.data.num_negatives,
@@ -166,7 +167,7 @@ def run_teacher(
     )
     stats = run.stats
     print(
-        f"teacher {config.loss.teacher}: {stats.pairs} pairs, {stats.cached} from the cache, "
+        f"teacher {teacher}: {stats.pairs} pairs, {stats.cached} from the cache, "
         f"{stats.scored} scored",
         file=sys.stderr,
     )

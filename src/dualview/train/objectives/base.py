@@ -15,16 +15,29 @@ no objective by name. A new objective is one module that subclasses `Objective` 
 `register_objective` once, plus a line importing that module in
 ``dualview/train/objectives/__init__.py``; code outside the package registers through
 `OBJECTIVES` or the entry-point group ``dualview.objectives`` (`dualview.registry`).
+
+**Settings by objective.** The ``loss:`` block is validated by the settings class of the
+objective it names (`ObjectiveSettings`, or a subclass the objective registers with it:
+`ObjectiveFactory`), chosen by `objective_settings` through the registry; a key that the
+chosen objective does not use is a located error naming it (``loss.inf_sets: objective
+'infonce' uses no inf_sets``). Old files stay valid: a key that every ``loss:`` block had
+before objectives had their own settings (`LEGACY_FIELDS`) is accepted when it holds the
+value it had when left out, and every settings object is written with those keys, so saved
+configs, checkpoints' config snapshots and stage keys read as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from pydantic import Field, ValidationError, model_serializer
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from torch import nn
 
+from dualview.config import StrictModel
 from dualview.registry import Registry
 
 if TYPE_CHECKING:
@@ -45,16 +58,53 @@ class Objective(nn.Module):
         raise NotImplementedError
 
 
-class LossSettings(Protocol):
-    """What a factory reads of the ``loss:`` block (`dualview.train.config.LossConfig`)."""
+#: ``loss.objective`` when the block leaves it out.
+DEFAULT_OBJECTIVE = "infonce"
+#: Keys of every ``loss:`` block before objectives had their own settings, with the value
+#: each had when left out, in their old order (module docstring: "Settings by objective").
+LEGACY_FIELDS: dict[str, Any] = {
+    "objective": DEFAULT_OBJECTIVE,
+    "temperature": 0.02,
+    "in_batch_negatives": False,
+    "inf_sets": ["P", "I"],
+    "teacher": None,
+}
 
-    objective: str
-    temperature: float
-    in_batch_negatives: bool
-    inf_sets: Sequence[str]
+
+class ObjectiveSettings(StrictModel):
+    """The ``loss:`` block of an objective whose only setting is its temperature; an
+    objective with more settings registers a subclass (`ObjectiveFactory`)."""
+
+    objective: str = DEFAULT_OBJECTIVE
+    # Bi-encoders: 0.02 (cosine similarities); rerankers: 1.0 when left out (raw logits).
+    temperature: float = Field(0.02, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _with_legacy_keys(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """The keys every ``loss:`` block was written with (`LEGACY_FIELDS`, their old
+        order), then this objective's own."""
+        data = handler(self)
+        legacy = {key: data.pop(key, default) for key, default in LEGACY_FIELDS.items()}
+        return {**legacy, **data}
 
 
-Factory = Callable[[LossSettings], Objective]
+#: Old name of `ObjectiveSettings` (the ``loss:`` block; `dualview.train.config.LossConfig`).
+LossSettings = ObjectiveSettings
+Factory = Callable[[Any], "Objective"]
+
+
+@dataclass(frozen=True)
+class ObjectiveFactory:
+    """A registered objective: ``build(settings)`` makes it, ``settings`` validates its
+    ``loss:`` block. A plain callable registered in `OBJECTIVES` (a plugin's function) has
+    the settings `ObjectiveSettings`."""
+
+    build: Factory
+    settings: type[ObjectiveSettings] = ObjectiveSettings
+
+    def __call__(self, settings: ObjectiveSettings) -> Objective:
+        return self.build(settings)
+
 
 #: ``loss.objective`` name -> factory; plugins use the entry-point group ``dualview.objectives``.
 OBJECTIVES: Registry[Factory] = Registry(
@@ -62,9 +112,12 @@ OBJECTIVES: Registry[Factory] = Registry(
 )
 
 
-def register_objective(name: str, factory: Factory) -> None:
-    """Make ``loss.objective: NAME`` build ``factory(loss_config)``."""
-    OBJECTIVES.register(name, factory)
+def register_objective(
+    name: str, factory: Factory, settings: type[ObjectiveSettings] = ObjectiveSettings
+) -> None:
+    """Make ``loss.objective: NAME`` build ``factory(settings)``, its ``loss:`` block
+    validated by ``settings``."""
+    OBJECTIVES.register(name, ObjectiveFactory(factory, settings))
 
 
 def objective_names() -> list[str]:
@@ -72,6 +125,53 @@ def objective_names() -> list[str]:
     return OBJECTIVES.names()
 
 
-def build_objective(config: LossSettings) -> Objective:
-    """The objective ``config.objective`` names, built from ``config``."""
-    return OBJECTIVES.get(config.objective)(config)
+def settings_class(name: str) -> type[ObjectiveSettings]:
+    """The settings class of the objective ``name`` (`ObjectiveSettings` unless it brings one)."""
+    return getattr(OBJECTIVES.get(name), "settings", ObjectiveSettings)
+
+
+def _error(title: str, key: str, kind: str, message: str, value: Any) -> ValidationError:
+    """A validation error at ``key`` of the ``loss:`` block (located by the caller's field)."""
+    detail = InitErrorDetails(
+        type=PydanticCustomError(kind, "{message}", {"message": message}),
+        loc=(key,),
+        input=value,
+    )
+    return ValidationError.from_exception_data(title, [detail])
+
+
+def _left_as_default(key: str, value: Any) -> bool:
+    """True for a legacy key holding the value it had when left out (an old file's)."""
+    return key in LEGACY_FIELDS and LEGACY_FIELDS[key] == value
+
+
+def objective_settings(data: Any) -> Any:
+    """The ``loss:`` block ``data`` (a mapping, or settings of any objective) as the
+    settings of the objective it names (module docstring); anything else is returned for
+    pydantic to reject."""
+    if isinstance(data, ObjectiveSettings):
+        if type(data) is settings_class(data.objective):
+            return data
+        data = {key: getattr(data, key) for key in data.model_fields_set | {"objective"}}
+    if not isinstance(data, Mapping):
+        return data
+    name = data.get("objective", DEFAULT_OBJECTIVE)
+    if not isinstance(name, str) or name not in OBJECTIVES:
+        message = OBJECTIVES.unknown_message(name, where="")
+        raise _error("loss", "objective", "unknown_objective", message, name)
+    cls = settings_class(name)
+    own = cls.model_fields
+    kept = {k: v for k, v in data.items() if k in own or not _left_as_default(k, v)}
+    for key, value in kept.items():
+        if key not in own:
+            known = ", ".join(own)
+            message = f"objective {name!r} uses no {key} (its settings: {known})"
+            raise _error(cls.__name__, key, "not_a_setting", message, value)
+    return cls.model_validate(kept)
+
+
+def build_objective(config: Any) -> Objective:
+    """The objective ``config.objective`` names, built from its settings
+    (`objective_settings`: a ``loss:`` mapping or settings of any objective)."""
+    settings = objective_settings(config)
+    return OBJECTIVES.get(settings.objective)(settings)

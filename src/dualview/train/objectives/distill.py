@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
+from pydantic import ValidationInfo, field_validator
 
 from dualview.errors import ConfigError
-from dualview.train.objectives.base import Objective
+from dualview.train.objectives.base import Objective, ObjectiveSettings
 from dualview.train.objectives.infonce import full_precision
 from dualview.train.objectives.rerank import group_pairs
 
@@ -25,12 +26,29 @@ if TYPE_CHECKING:
     from dualview.train.batching import Batch
 
 
+class DistillSettings(ObjectiveSettings):
+    """``loss:`` of a distillation objective."""
+
+    # The teacher whose cached scores the reranker learns, a bi-encoder (its cosine) or a
+    # reranker folder, as a path or a name (embedded:minilm).
+    teacher: str | None = None
+
+    @field_validator("teacher")
+    @classmethod
+    def _teacher_set(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            raise ValueError(
+                f"loss.objective {info.data.get('objective')!r} distils from a teacher; set "
+                "loss.teacher to a bi-encoder or reranker (a path or a name: embedded:minilm)"
+            )
+        return value
+
+
 class DistillObjective(Objective):
     """Base of the distillation objectives: student logits and teacher scores per record."""
 
     needs = frozenset({"pairs"})
-    #: The batch must carry teacher scores (`dualview.train.config.LossConfig` checks that
-    #: ``loss.teacher`` is set).
+    #: The batch must carry teacher scores (`DistillSettings` requires ``loss.teacher``).
     needs_teacher: ClassVar[bool] = True
 
     def forward(

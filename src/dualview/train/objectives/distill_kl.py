@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dualview.train.objectives.base import LossSettings, register_objective
-from dualview.train.objectives.distill import DistillObjective
+from dualview.train.objectives.base import register_objective
+from dualview.train.objectives.distill import DistillObjective, DistillSettings
 
 #: Logit of a padding slot: its softmax weight is exactly 0 in float32.
 PADDING_LOGIT = -1e9
@@ -51,8 +51,8 @@ class ListwiseKL(DistillObjective):
         return (log_p.exp() * (log_p - log_q)).sum(1).mean()
 
 
-def _listwise_kl(config: LossSettings) -> ListwiseKL:
+def _listwise_kl(config: DistillSettings) -> ListwiseKL:
     return ListwiseKL(config.temperature)
 
 
-register_objective("distill_kl", _listwise_kl)
+register_objective("distill_kl", _listwise_kl, DistillSettings)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from dualview.train.objectives.base import LossSettings, register_objective
-from dualview.train.objectives.distill import DistillObjective
+from dualview.train.objectives.base import register_objective
+from dualview.train.objectives.distill import DistillObjective, DistillSettings
 
 
 class MarginMSE(DistillObjective):
@@ -37,8 +37,8 @@ class MarginMSE(DistillObjective):
         return ((student - target) ** 2)[triples].mean()
 
 
-def _margin_mse(config: LossSettings) -> MarginMSE:
+def _margin_mse(config: DistillSettings) -> MarginMSE:
     return MarginMSE()
 
 
-register_objective("distill_margin_mse", _margin_mse)
+register_objective("distill_margin_mse", _margin_mse, DistillSettings)

@@ -4,15 +4,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
+from pydantic import Field
 
-from dualview.train.objectives.base import LossSettings, Objective, register_objective
+from dualview.train.objectives.base import Objective, ObjectiveSettings, register_objective
 from dualview.train.objectives.infonce import contrast, full_precision
 
 if TYPE_CHECKING:
     from dualview.train.batching import Batch
+
+#: A marginal-negative set (`InfEmbedLoss`).
+MarginalSet = Literal["P", "I", "IQ"]
+
+
+class InfEmbedSettings(ObjectiveSettings):
+    """``loss:`` of ``inf_univariate`` and ``inf_multivariate``."""
+
+    # Which marginal-negative sets enter the objective (at least one).
+    inf_sets: list[MarginalSet] = Field(default_factory=lambda: ["P", "I"], min_length=1)
 
 
 class InfEmbedLoss(Objective):
@@ -113,11 +124,11 @@ class InfEmbedLoss(Objective):
 
 
 def _inf_embed(multivariate: bool):
-    def build(config: LossSettings) -> InfEmbedLoss:
+    def build(config: InfEmbedSettings) -> InfEmbedLoss:
         return InfEmbedLoss(config.inf_sets, multivariate, config.temperature)
 
     return build
 
 
-register_objective("inf_univariate", _inf_embed(multivariate=False))
-register_objective("inf_multivariate", _inf_embed(multivariate=True))
+register_objective("inf_univariate", _inf_embed(multivariate=False), InfEmbedSettings)
+register_objective("inf_multivariate", _inf_embed(multivariate=True), InfEmbedSettings)

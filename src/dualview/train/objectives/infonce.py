@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dualview.train.objectives.base import Objective, register_objective
+from dualview.train.objectives.base import Objective, ObjectiveSettings, register_objective
 
 if TYPE_CHECKING:
     from dualview.train.batching import Batch
@@ -71,6 +71,16 @@ class RelationInfoNCE(Objective):
         return self(queries, embeddings["documents"], batch.relations.to(queries.device))
 
 
-register_objective(
-    "infonce", lambda config: RelationInfoNCE(config.temperature, config.in_batch_negatives)
-)
+class InfoNCESettings(ObjectiveSettings):
+    """``loss:`` of ``infonce``."""
+
+    # True: every other document of the batch is a negative of each query (unlabelled ones
+    # too); false: only its labelled negatives (DESIGN.md: unlabelled documents are masked).
+    in_batch_negatives: bool = False
+
+
+def _infonce(config: InfoNCESettings) -> RelationInfoNCE:
+    return RelationInfoNCE(config.temperature, config.in_batch_negatives)
+
+
+register_objective("infonce", _infonce, InfoNCESettings)

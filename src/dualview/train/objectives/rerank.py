@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from dualview.train.objectives.base import LossSettings, Objective, register_objective
+from dualview.train.objectives.base import Objective, ObjectiveSettings, register_objective
 from dualview.train.objectives.infonce import full_precision, relation_contrast
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class PairwiseLambda(RerankObjective):
         return per_record.mean()
 
 
-def _bce(config: LossSettings) -> PointwiseBCE:
+def _bce(config: ObjectiveSettings) -> PointwiseBCE:
     return PointwiseBCE()
 
 
