@@ -118,6 +118,11 @@ class TrainConfig(StrictModel):
     tracking: Literal["none", "tensorboard", "wandb"] = "none"
     deepspeed_config: Path | None = None
 
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _objective_settings(cls, value: object) -> object:
+        return objective_settings(value)
+
     @field_validator("gradcache_chunk_size")
     @classmethod
     def _chunk_positive(cls, value: int | str | None) -> int | str | None:
@@ -128,11 +133,6 @@ class TrainConfig(StrictModel):
     @model_validator(mode="after")
     def _objective_fits_kind(self) -> TrainConfig:
         # The registries import torch: loaded when a config is validated, not when the CLI
-    @field_validator("loss", mode="before")
-    @classmethod
-    def _objective_settings(cls, value: object) -> object:
-        return objective_settings(value)
-
         # starts. The kind's family says whether it scores pairs (a reranker) or embeds.
         from dualview.train.families import FAMILIES
 
