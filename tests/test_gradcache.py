@@ -1,7 +1,9 @@
 """The one GradCache step (`dualview.train.gradcache.chunked_step`) replays each chunk's RNG
 state, for every model family: with dropout on, the re-forward of a chunk in the backward
 pass sees exactly the dropout masks of its no-grad forward, so the gradient is the plain
-step's. Removing the replay makes these tests fail (dropout draws new masks)."""
+step's. Removing the replay makes these tests fail (dropout draws new masks). The last chunk
+of the last group keeps its first-pass graph (``retain_last``): not run twice, same gradient,
+same RNG state after the step."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from dualview.train.batching import build_batch
 from dualview.train.config import LossConfig
 from dualview.train.objectives import RelationInfoNCE, build_objective
 from dualview.train.rerank_step import rerank_step
-from dualview.train.step import contrastive_step
+from dualview.train.step import Chunking, contrastive_step
 from tests.step_checks import FIXTURE
 from tests.test_llm_reranker import make_tiny_lm
 from tests.train_tiny import make_tiny_encoder
@@ -47,8 +49,9 @@ def _bi_encoder(tmp_path: Path):
     model = BiEncoder(ModelConfig(name_or_path=str(folder), query_max_length=32))
     batch = build_batch(list(iter_records(FIXTURE))[:4], 30, "{query} {instruction}")
 
-    def step() -> None:
-        contrastive_step(model, RelationInfoNCE(0.05), batch, chunk_size=CHUNK)
+    def step(retain: bool = True) -> None:
+        chunking = Chunking(max_items=CHUNK, retain_last=retain)
+        contrastive_step(model, RelationInfoNCE(0.05), batch, chunk_size=chunking)
 
     return model, model.backbone, step
 
@@ -57,8 +60,8 @@ def _reranker(model: nn.Module):
     batch = build_batch(list(iter_records(FIXTURE))[:2], 30, "{query} {instruction}")
     loss = build_objective(LossConfig(objective="rerank_listwise", temperature=1.0))
 
-    def step() -> None:
-        rerank_step(model, loss, batch, chunk_size=CHUNK)
+    def step(retain: bool = True) -> None:
+        rerank_step(model, loss, batch, chunk_size=Chunking(max_items=CHUNK, retain_last=retain))
 
     return model, model, step
 
@@ -98,12 +101,40 @@ def test_each_chunk_is_re_run_with_the_dropout_masks_of_its_first_pass(
     seen, remove = _outputs(watched)
     step()
     remove()
-    first, replay = seen[: len(seen) // 2], seen[len(seen) // 2 :]
-    assert len(first) == len(replay) >= 2  # several chunks, each run twice
-    for before, again in zip(first, replay, strict=True):
+    count = (len(seen) + 1) // 2
+    first, replay = seen[:count], seen[count:]
+    assert len(replay) == len(first) - 1 >= 2  # several chunks, each but the kept one run twice
+    for before, again in zip(first, replay, strict=False):
         torch.testing.assert_close(again, before, rtol=0, atol=1e-6)
     # dropout is really on: the same chunks forwarded again (a later RNG state) differ
     seen, remove = _outputs(watched)
     step()
     remove()
     assert any(not torch.equal(a, b) for a, b in zip(first, seen[: len(first)], strict=True))
+
+
+def _gradients(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_keeping_the_last_chunk_gives_the_gradient_and_rng_state_of_running_it_twice(
+    family: str, tmp_path: Path
+) -> None:
+    torch.manual_seed(0)
+    model, watched, step = FAMILIES[family](tmp_path)
+    model.train()
+    results = {}
+    for retain in (False, True):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(1)
+        seen, remove = _outputs(watched)
+        step(retain)
+        remove()
+        results[retain] = (_gradients(model), torch.get_rng_state(), len(seen))
+    (plain, plain_rng, plain_runs), (kept, kept_rng, kept_runs) = results[False], results[True]
+    assert kept_runs == plain_runs - 1  # the kept chunk ran once
+    assert plain.keys() == kept.keys() and plain
+    for name, grad in plain.items():
+        torch.testing.assert_close(kept[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    assert torch.equal(kept_rng, plain_rng)

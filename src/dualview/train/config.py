@@ -73,7 +73,14 @@ class OptimConfig(StrictModel):
 #: the key stays at its default. A key whose default changes what a run does is not listed
 #: (``optim.head_lr``: older runs trained the head at another lr), so its absence is a change.
 NEUTRAL_NEW_KEYS = frozenset(
-    {"pad_multiple", "gradcache_max_tokens", "varlen_kernel", "optim.fused", "loss.teacher"}
+    {
+        "pad_multiple",
+        "gradcache_max_tokens",
+        "gradcache_retain_last",
+        "varlen_kernel",
+        "optim.fused",
+        "loss.teacher",
+    }
 )
 
 
@@ -94,6 +101,9 @@ class TrainConfig(StrictModel):
     # With gradcache_chunk_size "auto": this many padded tokens per chunk instead of the
     # budget measured at start-up (a chunk-size sweep; None: measured).
     gradcache_max_tokens: int | None = Field(None, gt=0)
+    # GradCache: the last chunk keeps its graph from the no-grad pass instead of running twice
+    # (same gradient, same peak memory; false: every chunk runs twice, as before).
+    gradcache_retain_last: bool = True
     # GradCache chunk widths are rounded up to a multiple of this (8: tensor-core friendly;
     # 64 or 128: a few static shapes for compile). Padding is masked: same losses.
     pad_multiple: int = Field(8, gt=0)

@@ -13,7 +13,11 @@ one logit each). `chunked_step` then does the rest, identically for every family
   only; then each chunk is run again from its recorded RNG state (so dropout masks are the
   same as in the first pass) and back-propagated with its slice of the cached gradient.
   Activations of one chunk are alive at a time, and the parameter gradient equals the plain
-  step's over the same chunks.
+  step's over the same chunks. With ``retain_last`` (the default) the last chunk of the last
+  group keeps its graph from the first pass and is back-propagated first, before any other
+  chunk is run again: one chunk's activations are still the most alive at a time, and that
+  chunk is not run twice. The RNG state after the step is the one after the first pass, as
+  without it.
 
 Summing parameter gradients over ranks afterwards (`dualview.train.step.all_reduce_gradients`)
 gives the single-process full-batch gradient.
@@ -107,18 +111,24 @@ def _rows(group: ChunkedGroup, chunk: list[int], device: torch.device) -> torch.
 
 
 def forward_share(
-    group: ChunkedGroup, device: torch.device, grad: bool, states: list[RngState] | None = None
+    group: ChunkedGroup,
+    device: torch.device,
+    grad: bool,
+    states: list[RngState] | None = None,
+    keep_last: bool = False,
 ) -> torch.Tensor:
     """Outputs [hi - lo, *feature_shape] of the share in input order; with ``states``, the
-    RNG state before each chunk is appended to it."""
+    RNG state before each chunk is appended to it; with ``keep_last``, the last chunk runs
+    with its graph even when ``grad`` is off (the result back-propagates into it alone)."""
     out = torch.zeros(group.hi - group.lo, *group.feature_shape(), device=device)
     if not group.chunks:
         return out.requires_grad_(grad) if grad else out
     parts = []
-    for chunk in group.chunks:
+    last = len(group.chunks) - 1
+    for number, chunk in enumerate(group.chunks):
         if states is not None:
             states.append(rng_state())
-        with torch.set_grad_enabled(grad):
+        with torch.set_grad_enabled(grad or (keep_last and number == last)):
             parts.append(group.forward(chunk))
     rows = torch.cat([_rows(group, chunk, device) for chunk in group.chunks])
     return out.index_copy(0, rows, torch.cat(parts))
@@ -136,8 +146,11 @@ def chunked_step(
     scale: float = 1.0,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
+    retain_last: bool = True,
 ) -> torch.Tensor:
-    """Accumulate ``scale`` x the gradient of ``loss_of(gathered outputs)``; returns the loss."""
+    """Accumulate ``scale`` x the gradient of ``loss_of(gathered outputs)``; returns the loss.
+
+    ``retain_last`` (GradCache only): the last chunk of the last group is not run twice."""
     if not gradcache:
         with autocast():
             gathered = {
@@ -147,25 +160,35 @@ def chunked_step(
             loss = loss_of(gathered)
         backward(loss * scale)
         return loss
-    return _gradcache(groups, loss_of, device, scale, autocast, backward)
+    kept = list(groups)[-1] if retain_last and groups else None
+    return _gradcache(groups, loss_of, device, scale, autocast, backward, kept)
 
 
-def _gradcache(groups, loss_of, device, scale, autocast, backward) -> torch.Tensor:
+def _gradcache(groups, loss_of, device, scale, autocast, backward, kept) -> torch.Tensor:
+    """The GradCache step; ``kept``: the group whose last chunk keeps its first-pass graph."""
     states: dict[str, list[RngState]] = {name: [] for name in groups}
     cached: dict[str, torch.Tensor] = {}
+    graph = None  # the kept group's outputs, differentiable through its last chunk only
     with autocast():
         for name, group in groups.items():
-            local = forward_share(group, device, grad=False, states=states[name]).detach()
-            cached[name] = local.requires_grad_(True)
+            local = forward_share(group, device, False, states[name], keep_last=name == kept)
+            graph = local if local.requires_grad else graph
+            cached[name] = local.detach().requires_grad_(True)
         loss = loss_of({name: gather(cached[name], groups[name].total) for name in groups})
+    after = rng_state()
     backward(loss * scale)
+    if graph is not None and cached[kept].grad is not None:
+        graph.backward(gradient=cached[kept].grad)  # first: its activations go before any rerun
+    del graph
     for name, group in groups.items():
         grad = cached[name].grad
         if grad is None:
             continue
-        for chunk, state in zip(group.chunks, states[name], strict=True):
+        chunks = group.chunks[:-1] if name == kept else group.chunks
+        for chunk, state in zip(chunks, states[name], strict=False):
             set_rng_state(state)
             with autocast():
                 out = group.forward(chunk)
             out.backward(gradient=grad[_rows(group, chunk, grad.device)])
+    set_rng_state(after)
     return loss

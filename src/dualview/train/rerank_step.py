@@ -107,6 +107,7 @@ def rerank_step(
         scale=scale,
         autocast=autocast,
         backward=backward,
+        retain_last=chunking is None or chunking.retain_last,
     )
     return _stats(pairs, loss, batch, chunking is not None)
 

@@ -93,12 +93,14 @@ class Chunking:
     activations cost; ``max_items`` bounds its number of texts. ``pad_multiple`` rounds each
     chunk's width up (8: tensor-core friendly; 64 or 128: a few static shapes, which
     ``torch.compile`` reuses instead of recompiling per width). Padding is masked, so the
-    embeddings do not depend on it beyond float rounding.
+    embeddings do not depend on it beyond float rounding. ``retain_last``: the last chunk
+    keeps its graph from the no-grad pass instead of running twice (`chunked_step`).
     """
 
     max_items: int | None = None
     max_tokens: int | None = None
     pad_multiple: int = PAD_MULTIPLE
+    retain_last: bool = True
 
 
 @dataclass
@@ -229,5 +231,6 @@ def contrastive_step(
         scale=scale,
         autocast=autocast,
         backward=backward,
+        retain_last=chunking is None or chunking.retain_last,
     )
     return _stats(model, loss, batch, shares, chunking is not None)

@@ -234,18 +234,19 @@ class Trainer:
 
     def _chunking(self) -> Chunking | None:
         """GradCache chunking: off, a number of texts, or a measured token budget (auto)."""
-        size = self.config.gradcache_chunk_size
+        config = self.config
+        size = config.gradcache_chunk_size
         if size is None:
             return None
-        multiple = self.config.pad_multiple
+        common = {"pad_multiple": config.pad_multiple, "retain_last": config.gradcache_retain_last}
         if size != "auto":
-            return Chunking(max_items=int(size), pad_multiple=multiple)
-        if self.config.gradcache_max_tokens is not None:
-            return Chunking(max_tokens=self.config.gradcache_max_tokens, pad_multiple=multiple)
-        budget = self.family.token_budget(self.model, self._autocast, self.config.model)
+            return Chunking(max_items=int(size), **common)
+        if config.gradcache_max_tokens is not None:
+            return Chunking(max_tokens=config.gradcache_max_tokens, **common)
+        budget = self.family.token_budget(self.model, self._autocast, config.model)
         if self.accelerator.is_main_process:
             print(budget.describe(), flush=True)
-        return Chunking(max_tokens=budget.max_tokens, pad_multiple=multiple)
+        return Chunking(max_tokens=budget.max_tokens, **common)
 
     def _plan_steps(self) -> StepPlan:
         """The run's steps: ``max_steps`` when set (it overrides ``epochs``), else ``epochs``
