@@ -90,7 +90,7 @@ def test_seed_and_poison_write_valid_records(tmp_path: Path) -> None:
             for r in iter_records(FIXTURE)
         ],
     )
-    seed_cls, poison_cls = TASKS["seed"][1], TASKS["poison"][1]
+    seed_cls, poison_cls = TASKS.get("seed").build, TASKS.get("poison").build
     with StubServer() as server:
         seeded = run_task(seed_cls(), server.base_url, plain, tmp_path / "seeded.jsonl")
         poisoned = run_task(poison_cls(), server.base_url, FIXTURE, tmp_path / "poisoned.jsonl")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -43,7 +43,7 @@ from dualview.report import ReportFiles, ReportOptions
 from dualview.report.compare import parse_pair
 from dualview.report.table import parse_prefixes
 from dualview.retrieval.mine import MineConfig
-from dualview.synth.backends.base import BackendConfig
+from dualview.synth.backends.base import BACKENDS, BackendConfig
 from dualview.synth.jobs import TASKS, JobBase, job_model
 from dualview.synth.runner import side_path
 from dualview.train.config import TrainConfig
@@ -174,9 +174,9 @@ def _backend(backend: BackendConfig | Mapping[str, Any] | str) -> BackendConfig:
         return validate_config(BackendConfig, dict(backend), "backend")
     if backend.startswith("embedded:"):
         return BackendConfig(kind="local", model=backend)
-    kinds = get_args(BackendConfig.model_fields["kind"].annotation)
+    kinds = BACKENDS.names()
     if backend in kinds:
-        return BackendConfig(kind=backend)  # type: ignore[arg-type]
+        return BackendConfig(kind=backend)
     choices = ", ".join([*kinds, STUB_BACKEND, "embedded:NAME"])
     raise ConfigError(f"backend {backend!r}: unknown; choose from {choices}, or give a dict")
 

@@ -67,8 +67,8 @@ init_cli.register(app)
 mix_cli.register(app)
 review_cli.register(app)
 run_cli.register(app)
-synth_cli.register(app)
 train_cli.register(app)
+synth_cli.register(app)  # last: a plugin's task cannot take the name of another command
 
 
 def main() -> None:

@@ -10,7 +10,10 @@ import typer
 from dualview.synth.estimate import Prices, parse_price, parse_tokens_per_s
 
 LlmBackend = Annotated[
-    str | None, typer.Option("--llm-backend", help="The LLM's backend: openai | local | vllm.")
+    str | None,
+    typer.Option(
+        "--llm-backend", help="The LLM's backend kind: local | openai | vllm | a plugin's."
+    ),
 ]
 LlmCache = Annotated[
     Path | None,

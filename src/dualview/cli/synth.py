@@ -1,7 +1,7 @@
 """``dualview seed | reverse | poison | verify IN -o OUT`` and ``dualview synth-merge``.
 
-Each command is named after its LLM task (`dualview.synth.jobs.TASKS`); ``synth`` is the old
-name of ``reverse`` (`dualview.cli.vocabulary`)."""
+Each command is named after its LLM task, one per task registered in `dualview.synth.jobs.TASKS`
+(a plugin's task too); ``synth`` is the old name of ``reverse`` (`dualview.cli.vocabulary`)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,14 @@ from rich.console import Console
 
 from dualview.cli import options
 from dualview.config import flag_overrides
+from dualview.errors import ConfigError, warn_once
 from dualview.io.paths import check_outputs
 from dualview.synth.estimate import finish
-from dualview.synth.jobs import estimate_job, load_job, run_job
+from dualview.synth.jobs import TASKS, estimate_job, load_job, run_job
 from dualview.synth.merge import merge_shards
 from dualview.synth.runner import result_files
 
 console = Console(stderr=True)
-
-HELP = {
-    "seed": "Write instructions and instruction negatives for plain (query, positive) records.",
-    "reverse": "Dual-view polarity reversal: one dv record per orig record with an instruction "
-    "negative.",
-    "poison": "InF-IR poisoning: changed instruction and query, three records per input.",
-    "verify": "Multiple-choice LLM judge: keep units whose intended passages win; swap accuracy.",
-}
-TASKS = ("seed", "reverse", "poison", "verify")  # command name = task name
 
 
 def _command(task_name: str):
@@ -85,8 +77,17 @@ def _command(task_name: str):
         stats = run_job(task_name, job, source, out, from_format, read=[config], limit=limit)
         _report(stats, out)
 
-    run.__doc__ = HELP[task_name]
+    run.__doc__ = _help(task_name)
     return run
+
+
+def _help(task_name: str) -> str:
+    """The task's line for ``--help``; a plugin's task that cannot be loaded still gets its
+    command (running it prints why it cannot load)."""
+    try:
+        return TASKS.get(task_name).help
+    except ConfigError:
+        return f"The synthesis task {task_name} (a plugin's; it cannot be loaded now)."
 
 
 def _report(stats: dict, out: Path) -> None:
@@ -109,7 +110,13 @@ def merge(
 
 
 def register(app: typer.Typer) -> None:
-    for task_name in TASKS:
-        app.command(name=task_name, help=HELP[task_name])(_command(task_name))
-    app.command(name="synth", help=HELP["reverse"], hidden=True)(_command("reverse"))  # old name
+    """``synth-merge``, then one command per registered task (command name = task name),
+    except a task whose name a command registered before is taken by (one warning)."""
+    app.command(name="synth", help=_help("reverse"), hidden=True)(_command("reverse"))  # old name
     app.command(name="synth-merge")(merge)
+    taken = {info.name for info in [*app.registered_commands, *app.registered_groups]}
+    for task_name in TASKS.names():
+        if task_name in taken:
+            warn_once(f"warning: synthesis task {task_name!r} has no command: the name is taken")
+            continue
+        app.command(name=task_name, help=_help(task_name))(_command(task_name))

@@ -32,7 +32,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializeAsAny
 
 from dualview.config import StrictModel
 from dualview.data.gold import GOLD_DIR, load_gold, split_path
@@ -57,9 +57,10 @@ FORMAT_FAILURES = ("no_answer", "multiple_answers", "malformed")
 class BenchConfig(StrictModel):
     """Settings of one benchmark; everything that changes answers is in the runners' keys."""
 
-    backend: BackendConfig = BackendConfig()
+    # SerializeAsAny: a dump (bench.json's config) holds the settings of each backend's kind
+    backend: SerializeAsAny[BackendConfig] = Field(default_factory=BackendConfig)
     # The judge; None = the synthesis backend.
-    judge_backend: BackendConfig | None = None
+    judge_backend: SerializeAsAny[BackendConfig] | None = None
     sampling: SamplingParams = SamplingParams(max_tokens=160)
     judge_sampling: SamplingParams = SamplingParams(max_tokens=16)
     runner: RunnerConfig = RunnerConfig(concurrency=4)

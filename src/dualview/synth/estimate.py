@@ -61,9 +61,10 @@ class TokenCounter:
 
     @classmethod
     def for_backend(cls, backend: BackendConfig) -> TokenCounter:
-        """The model's tokenizer when it loads offline (a local path or a cached Hub id),
-        else the approximation."""
-        tokenizer = _local_tokenizer(backend.model) if backend.kind != "local" else None
+        """The tokenizer the backend names (`BackendConfig.tokenizer_name`) when it loads
+        offline (a local path or a cached Hub id), else the approximation."""
+        name = backend.tokenizer_name()
+        tokenizer = _local_tokenizer(name)
         if tokenizer is None:
             return cls.approximate()
 
@@ -78,7 +79,7 @@ class TokenCounter:
         def text(answer: str) -> int:
             return len(tokenizer.encode(answer, add_special_tokens=False))
 
-        return cls(f"tokenizer of {backend.model}", prompt, text)
+        return cls(f"tokenizer of {name}", prompt, text)
 
 
 def _local_tokenizer(name: str | None) -> Any:

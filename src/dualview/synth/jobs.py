@@ -15,38 +15,64 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from pydantic import create_model
+from pydantic import Field, SerializeAsAny, create_model
 
 from dualview.config import StrictModel, apply_overrides, load_config, validate_config
 from dualview.data import formats
 from dualview.data.schema import Record
 from dualview.io.paths import check_outputs
+from dualview.registry import Registry
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.estimate import Estimate, TokenCounter, estimate_task
 from dualview.synth.poison import PoisonConfig, PoisonTask
 from dualview.synth.reverse import ReverseConfig, ReverseTask
 from dualview.synth.runner import RunnerConfig, check_failures, job_outputs, make_runner
 from dualview.synth.seed import SeedConfig, SeedTask
-from dualview.synth.task import Task
+from dualview.synth.task import Task, TaskKind
 from dualview.synth.verify import VerifyConfig, VerifyTask
 
-TASKS: dict[str, tuple[type[StrictModel], Any]] = {
-    "reverse": (ReverseConfig, ReverseTask),
-    "seed": (SeedConfig, SeedTask),
-    "poison": (PoisonConfig, PoisonTask),
-    "verify": (VerifyConfig, VerifyTask),
-}
+#: Task name (``dualview NAME``, the ``task`` of `run_job`) -> `TaskKind`. Plugins: the
+#: entry-point group ``dualview.tasks`` or ``TASKS.register("name", TaskKind(...))``.
+TASKS: Registry[TaskKind] = Registry(
+    "synthesis task",
+    field="task",
+    group="dualview.tasks",
+    entries={
+        "reverse": TaskKind(
+            ReverseConfig,
+            ReverseTask,
+            "Dual-view polarity reversal: one dv record per orig record with an instruction "
+            "negative.",
+        ),
+        "seed": TaskKind(
+            SeedConfig,
+            SeedTask,
+            "Write instructions and instruction negatives for plain (query, positive) records.",
+        ),
+        "poison": TaskKind(
+            PoisonConfig,
+            PoisonTask,
+            "InF-IR poisoning: changed instruction and query, three records per input.",
+        ),
+        "verify": TaskKind(
+            VerifyConfig,
+            VerifyTask,
+            "Multiple-choice LLM judge: keep units whose intended passages win; swap accuracy.",
+        ),
+    },
+)
 
 
 class JobBase(StrictModel):
-    backend: BackendConfig = BackendConfig()
+    # SerializeAsAny: a dump holds the settings of the backend's own kind
+    backend: SerializeAsAny[BackendConfig] = Field(default_factory=BackendConfig)
     sampling: SamplingParams = SamplingParams()
     runner: RunnerConfig = RunnerConfig()
 
 
 def job_model(task_name: str) -> type[JobBase]:
     """The strict config model of a job running ``task_name``."""
-    config_cls, _ = TASKS[task_name]
+    config_cls = TASKS.get(task_name).config
     return create_model(  # type: ignore[call-overload]
         f"{task_name.capitalize()}Job", __base__=JobBase, task=(config_cls, config_cls())
     )
@@ -61,8 +87,7 @@ def load_job(task_name: str, path: str | Path | None, overrides: list[str]) -> J
 
 
 def build_task(task_name: str, job: JobBase) -> Task:
-    _, task_cls = TASKS[task_name]
-    return task_cls(job.task)  # type: ignore[attr-defined]
+    return TASKS.get(task_name).build(job.task)  # type: ignore[attr-defined]
 
 
 def read_input(

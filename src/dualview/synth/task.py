@@ -9,9 +9,11 @@ and adds up tokens and latency, so tasks never deal with cost or retries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
 
 from dualview.data.schema import Record
 from dualview.synth.backends.base import (
@@ -255,3 +257,14 @@ def truncate(text: str, max_chars: int) -> str:
         return text
     cut = text[:max_chars].rsplit(" ", 1)[0]
     return cut + " …"
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """A synthesis task as a job and the CLI know it (`dualview.synth.jobs.TASKS`): the
+    class of its settings (a job's ``task:`` block), the factory that makes the `Task` from
+    them, and one line for ``dualview NAME --help``."""
+
+    config: type[BaseModel]
+    build: Callable[[Any], Task]
+    help: str

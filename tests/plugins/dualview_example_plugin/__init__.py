@@ -1,1 +1,2 @@
-"""An example plugin: a model family and an objective registered through entry points."""
+"""An example plugin: a model family, an objective, an LLM backend, a synthesis task and a
+benchmark, registered through entry points."""

@@ -3,19 +3,29 @@
 Backends: ``openai`` (any OpenAI-compatible HTTP server: vLLM, SGLang, llama.cpp server,
 Ollama, OpenAI), ``local`` (an in-process model; the embedded Qwen2.5-Coder-0.5B GGUF by
 default, or any local Hugging Face causal LM path), ``vllm`` (offline batch generation on a
-GPU node). The runner only sees `ChatBackend`.
+GPU node). The runner only sees `ChatBackend`. Each kind is registered in `BACKENDS` with its
+own config class (a `BackendConfig` subclass) and the factory that builds it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pydantic import Field, field_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from dualview.config import StrictModel
 from dualview.errors import DualviewError
 from dualview.models.gguf import EMBEDDED_LLM
+from dualview.registry import Registry
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
@@ -45,29 +55,106 @@ class SamplingParams(StrictModel):
         return value
 
 
-class BackendConfig(StrictModel):
-    """Which LLM answers, and how to reach it. API keys are read from ``api_key_env``."""
+DEFAULT_KIND = "local"
 
-    kind: Literal["openai", "local", "vllm"] = "local"
+
+class BackendConfig(StrictModel):
+    """Which LLM answers: ``kind`` (a name in `BACKENDS`) and ``model``; each kind's config
+    class derives from this one and adds its own settings (`openai_http.OpenAIConfig`,
+    `local.LocalConfig`, `vllm_offline.VLLMConfig`), so a setting of another kind is an
+    error naming it.
+
+    ``BackendConfig(**settings)`` and a ``backend:`` field typed ``BackendConfig`` build the
+    config class of ``settings["kind"]`` (default ``local``), looked up in `BACKENDS`, so a
+    kind registered by a plugin is accepted wherever a backend is configured.
+    """
+
+    kind: str = DEFAULT_KIND
     # Model name sent to the server (openai/vllm), or a local path / embedded name (local).
     model: str = EMBEDDED_LLM
-    # One URL, or several serving the same model (requests go to the least busy; see pool.py).
-    base_url: str | list[str] | None = None
-    # NAME of the environment variable that holds the API key (never the key itself).
-    api_key_env: str | None = None
-    timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    max_retries: int = Field(default=6, ge=0)
-    # Exponential backoff between retries: base * 2**attempt, capped, with full jitter. The
-    # cap bounds a server's Retry-After too.
-    retry_base_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
-    retry_max_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
-    # Several base URLs: an endpoint failing this many calls in a row is out for cooldown_s.
-    trip_after: int = 3
-    cooldown_s: float = 30.0
-    # Local backend only.
-    engine: Literal["auto", "openvino", "llama_cpp", "transformers"] = "auto"
-    n_threads: int | None = None
-    n_ctx: int = 4096
+
+    def __new__(cls, /, **settings: Any) -> BackendConfig:
+        if cls is BackendConfig:
+            kind = settings.get("kind", DEFAULT_KIND)
+            if isinstance(kind, str):
+                cls = BACKENDS.get(kind).config
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _kind_config(cls, data: Any, handler: ModelWrapValidatorHandler) -> Any:
+        """Through this class: the registered kind's config class validates ``data``; in a
+        kind's class: a setting it does not have is an error naming the setting."""
+        if not isinstance(data, Mapping):
+            return handler(data)
+        if cls is BackendConfig:
+            return _kind_class(data.get("kind", DEFAULT_KIND)).model_validate(data)
+        foreign = [key for key in data if key not in cls.model_fields]
+        if foreign:
+            raise _located(cls, foreign, data)
+        return handler(data)
+
+    def tokenizer_name(self) -> str | None:
+        """The Hugging Face name or path whose tokenizer counts this backend's tokens for an
+        estimate (loaded offline only; None or a failed load: one token per 4 characters)."""
+        return self.model
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """A registered backend kind: its config class (a `BackendConfig` subclass whose
+    ``kind`` is the registered name) and the factory that builds the backend from it."""
+
+    config: type[BackendConfig]
+    build: Callable[[Any], ChatBackend]
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.config, type) and issubclass(self.config, BackendConfig)):
+            raise TypeError(f"{self.config!r}: a backend's config class derives from BackendConfig")
+
+
+#: ``backend.kind`` -> `BackendKind`. Built-in kinds by ``module:attribute`` path (a kind's
+#: module is imported when a config names it); plugins: entry-point group
+#: ``dualview.backends`` or ``BACKENDS.register("name", BackendKind(Config, factory))``.
+BACKENDS: Registry[BackendKind] = Registry(
+    "backend kind",
+    field="backend.kind",
+    group="dualview.backends",
+    entries={
+        "local": "dualview.synth.backends.local:LOCAL",
+        "openai": "dualview.synth.backends.openai_http:OPENAI",
+        "vllm": "dualview.synth.backends.vllm_offline:VLLM",
+    },
+)
+
+
+def _kind_class(kind: object) -> type[BackendConfig]:
+    """The config class of ``kind``; an unknown kind is a validation error at ``kind``."""
+    if not isinstance(kind, str) or kind not in BACKENDS:
+        message = BACKENDS.unknown_message(kind, where="")
+        raise _error("BackendConfig", [("kind", "unknown_backend_kind", message, kind)])
+    return BACKENDS.get(kind).config
+
+
+def _located(cls: type[BackendConfig], keys: list[str], data: Mapping) -> ValidationError:
+    """One error per setting that ``cls`` (one backend kind's config) does not have."""
+    kind = data.get("kind", cls.model_fields["kind"].default)
+    own = ", ".join(cls.model_fields)
+    message = f"not a setting of backend kind {kind!r} (its settings: {own})"
+    return _error(cls.__name__, [(key, "backend_setting", message, data[key]) for key in keys])
+
+
+def _error(title: str, problems: list[tuple[str, str, str, Any]]) -> ValidationError:
+    """A `ValidationError` with one error per ``(key, type, message, input)``."""
+    details = [
+        InitErrorDetails(
+            type=PydanticCustomError(error_type, "{message}", {"message": message}),
+            loc=(key,),
+            input=value,
+        )
+        for key, error_type, message, value in problems
+    ]
+    return ValidationError.from_exception_data(title, details)
 
 
 class BackendError(DualviewError):

@@ -34,12 +34,14 @@ import os
 import threading
 import weakref
 from pathlib import Path
+from typing import Literal
 
 from dualview.errors import ConfigError
 from dualview.resources import cache_dir
 from dualview.synth.backends.base import (
     AnswerScore,
     BackendConfig,
+    BackendKind,
     Completion,
     Message,
     SamplingParams,
@@ -73,6 +75,21 @@ ENGINES: dict[str, type[LlamaCppEngine | TransformersEngine | OpenVINOEngine]] =
     "llama_cpp": LlamaCppEngine,
     "transformers": TransformersEngine,
 }
+
+
+class LocalConfig(BackendConfig):
+    """``backend.kind: local`` (the default): a model run in this process; ``model`` is an
+    embedded name, a ``.gguf`` file or a Hugging Face model folder."""
+
+    kind: Literal["local"] = "local"
+    engine: Literal["auto", "openvino", "llama_cpp", "transformers"] = "auto"
+    n_threads: int | None = None
+    n_ctx: int = 4096
+
+    def tokenizer_name(self) -> str | None:
+        """None: an estimate counts one token per 4 characters (an embedded name is no
+        Hugging Face name)."""
+        return None
 
 
 def resolve_local_model(name: str) -> ModelFile:
@@ -154,7 +171,7 @@ def model_sha256(name: str) -> str:
 class LocalBackend:
     """`dualview.synth.backends.base.ChatBackend` running a model in this process."""
 
-    def __init__(self, config: BackendConfig) -> None:
+    def __init__(self, config: LocalConfig) -> None:
         if config.kind != "local":
             raise ConfigError(f"LocalBackend needs kind: local, got {config.kind!r}")
         self.config = config
@@ -237,3 +254,6 @@ class LocalBackend:
                 if self._engine is not None:
                     self._engine.close()
                     self._engine = None
+
+
+LOCAL = BackendKind(LocalConfig, LocalBackend)

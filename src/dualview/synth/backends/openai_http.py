@@ -20,20 +20,45 @@ import os
 import random
 import time
 import urllib.request
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
+from pydantic import Field
 
 from dualview.io.files import replace_lone_surrogates
 from dualview.synth.backends.base import (
     BackendConfig,
     BackendError,
+    BackendKind,
+    ChatBackend,
     Completion,
     Message,
     SamplingParams,
     TransientBackendError,
 )
+from dualview.synth.backends.pool import EndpointPool
+
+
+class OpenAIConfig(BackendConfig):
+    """``backend.kind: openai``: a server and how to call it. API keys are read from
+    ``api_key_env``."""
+
+    kind: Literal["openai"] = "openai"
+    # One URL, or several serving the same model (requests go to the least busy; see pool.py).
+    base_url: str | list[str] | None = None
+    # NAME of the environment variable that holds the API key (never the key itself).
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    max_retries: int = Field(default=6, ge=0)
+    # Exponential backoff between retries: base * 2**attempt, capped, with full jitter. The
+    # cap bounds a server's Retry-After too.
+    retry_base_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    retry_max_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
+    # Several base URLs: an endpoint failing this many calls in a row is out for cooldown_s.
+    trip_after: int = 3
+    cooldown_s: float = 30.0
+
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -104,7 +129,7 @@ class OpenAIBackend:
     client (``benchmarks/synth_throughput.py``, 2 cores).
     """
 
-    def __init__(self, config: BackendConfig, *, rng: random.Random | None = None) -> None:
+    def __init__(self, config: OpenAIConfig, *, rng: random.Random | None = None) -> None:
         if not config.base_url:
             raise BackendError(
                 "backend openai needs base_url (e.g. http://localhost:8000/v1 for vLLM)"
@@ -233,3 +258,19 @@ def _count(value: Any) -> int:
         return max(0, int(value or 0))
     except (TypeError, ValueError, OverflowError):
         return 0
+
+
+def build_openai(config: OpenAIConfig) -> ChatBackend:
+    """One endpoint: an `OpenAIBackend`; several distinct base URLs: an `EndpointPool`."""
+    if isinstance(config.base_url, list):
+        urls = list(dict.fromkeys(config.base_url))
+        if len(urls) > 1:
+            each = [
+                (url, OpenAIBackend(config.model_copy(update={"base_url": url}))) for url in urls
+            ]
+            return EndpointPool(each, trip_after=config.trip_after, cooldown_s=config.cooldown_s)
+        config = config.model_copy(update={"base_url": urls[0] if urls else None})
+    return OpenAIBackend(config)
+
+
+OPENAI = BackendKind(OpenAIConfig, build_openai)

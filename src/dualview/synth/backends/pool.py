@@ -21,7 +21,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dualview.synth.backends.base import (
-    BackendConfig,
     ChatBackend,
     Completion,
     Message,
@@ -83,16 +82,6 @@ class EndpointPool:
         self.trip_after = trip_after
         self.cooldown_s = cooldown_s
         self._clock = clock
-
-    @classmethod
-    def from_config(cls, config: BackendConfig, urls: list[str]) -> EndpointPool:
-        from dualview.synth.backends.openai_http import OpenAIBackend
-
-        return cls(
-            [(url, OpenAIBackend(config.model_copy(update={"base_url": url}))) for url in urls],
-            trip_after=config.trip_after,
-            cooldown_s=config.cooldown_s,
-        )
 
     def _pick(self, tried: set[int]) -> Endpoint | None:
         now = self._clock()

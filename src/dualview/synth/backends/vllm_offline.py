@@ -11,16 +11,25 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from typing import Any
+from typing import Any, Literal
 
 from dualview.synth.backends.base import (
     BackendConfig,
     BackendError,
+    BackendKind,
     Completion,
     Message,
     SamplingParams,
     constraint_unsupported,
 )
+
+
+class VLLMConfig(BackendConfig):
+    """``backend.kind: vllm``: vLLM in this process on a GPU node (``model``: a Hub name or
+    a local path); ``n_ctx`` is its ``max_model_len``."""
+
+    kind: Literal["vllm"] = "vllm"
+    n_ctx: int = 4096
 
 
 def import_vllm() -> Any:
@@ -38,7 +47,7 @@ class VLLMOfflineBackend:
     """In-process vLLM engine; ``model`` is a Hub name or a local path."""
 
     def __init__(
-        self, config: BackendConfig, *, batch_window_s: float = 0.05, max_batch: int = 1024
+        self, config: VLLMConfig, *, batch_window_s: float = 0.05, max_batch: int = 1024
     ) -> None:
         self._vllm = import_vllm()
         self.config = config
@@ -118,3 +127,6 @@ class VLLMOfflineBackend:
 
     async def aclose(self) -> None:
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+VLLM = BackendKind(VLLMConfig, VLLMOfflineBackend)
