@@ -48,7 +48,7 @@ def test_damaged_llm_cache_lines_are_redone_and_reported_once(tmp_path, capsys) 
         stats = synth(server, source, out)
         redone = server.requests - before
     assert out.read_bytes() == reference  # same records, nothing reused wrongly
-    assert redone == 4 and stats["this_run_units"] == 4  # 3 damaged + 1 torn, nothing more
+    assert redone == 4 and stats.this_run_units == 4  # 3 damaged + 1 torn, nothing more
     err = capsys.readouterr().err
     assert err.count("damaged line(s) ignored") == 1, err
     keys = [json.loads(line)["key"] for line in cache.read_bytes().splitlines()[3:]]

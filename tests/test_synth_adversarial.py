@@ -16,6 +16,7 @@ from dualview.data.schema import Document, Record
 from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend
+from dualview.synth.job_stats import JobStats
 from dualview.synth.parsing import MAX_ANSWER_CHARS
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.runner import Runner, RunnerConfig
@@ -79,7 +80,7 @@ class Cycle:
             return next(self.replies)
 
 
-def run_task(task, replies: list[StubReply], source: Path, out: Path) -> dict:
+def run_task(task, replies: list[StubReply], source: Path, out: Path) -> JobStats:
     with StubServer(Cycle(replies)) as server:
         backend = OpenAIBackend(
             BackendConfig(kind="openai", model="stub", base_url=server.base_url, max_retries=0)
@@ -107,7 +108,7 @@ def test_hostile_answers_are_rejected_with_a_reason(task, attacks, source, tmp_p
         write_jsonl(source, records(2 * len(attacks)))
     out = tmp_path / "out.jsonl"
     stats = run_task(task, list(attacks.values()), source, out)
-    assert stats["records_out"] == 0 and out.read_text() == ""
+    assert stats.records_out == 0 and out.read_text() == ""
     codes = [re.findall(rf"\b({'|'.join(attacks)}):", r) for r in dropped_reasons(out)]
     assert codes and all(codes), codes  # every unit dropped for one of the attacks
     assert set().union(*codes) == set(attacks)  # every attack seen, each rejected
@@ -121,7 +122,7 @@ def test_invalid_utf8_bytes_from_the_server_are_a_unit_error_not_a_crash(tmp_pat
     raw = b'{"choices": [{"message": {"content": "<answer>\xff\xfe</answer>"}}]}'
     out = tmp_path / "out.jsonl"
     stats = run_task(ReverseTask(), [StubReply(body=raw)], source, out)
-    assert stats["outcomes"]["error"] == 2 and not stats["complete"]
+    assert stats.outcomes.error == 2 and not stats.complete
     assert not out.exists() or out.read_text() == ""
 
 

@@ -71,14 +71,14 @@ def test_a_registered_engine_is_chosen_by_name_and_gives_the_local_output(tmp_pa
     assert isinstance(runner.engine, SerialEngine) and isinstance(runner.engine, Engine)
     for name in OUTPUTS:
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
-    assert serial["outcomes"] == local["outcomes"] and serial["units"] == len(records) + 5
+    assert serial.outcomes == local.outcomes and serial.units == len(records) + 5
     # The repeated units are answered once, by either engine.
     handed = runner.engine.handed_out
     assert len(handed) == len(set(handed)) == len(records)
     assert asked_serial == asked_local == len(records)  # one question per distinct unit
-    assert serial["this_run_units"] == len(records)
+    assert serial.this_run_units == len(records)
     # A rerun finds every unit in the cache: nothing handed out, no LLM call.
-    assert rerun.engine.handed_out == [] and asked_again == 0 and again["this_run_units"] == 0
+    assert rerun.engine.handed_out == [] and asked_again == 0 and again.this_run_units == 0
 
 
 def unit(n: int) -> list[Record]:

@@ -43,11 +43,11 @@ def _check(task: str, source: Path, out: Path, url: str, fmt: str = "dualview") 
     estimate = estimate_job(task, job, source, fmt, counter=WORDS)
     stats = run_job(task, job, source, out, fmt)
     recorded = json.loads(out.with_name(out.name + ".stats.json").read_text())
-    assert recorded["tokens_in"] == stats["tokens_in"]
-    assert estimate.calls == stats["llm_calls"] > 0
-    assert estimate.units == stats["units"]
-    assert estimate.prompt_tokens == pytest.approx(stats["tokens_in"], rel=0.10)
-    assert estimate.completion_tokens == pytest.approx(stats["tokens_out"], rel=0.10)
+    assert recorded["tokens_in"] == stats.tokens_in
+    assert estimate.calls == stats.llm_calls > 0
+    assert estimate.units == stats.units
+    assert estimate.prompt_tokens == pytest.approx(stats.tokens_in, rel=0.10)
+    assert estimate.completion_tokens == pytest.approx(stats.tokens_out, rel=0.10)
     assert estimate.completion_bound == estimate.calls * job.sampling.max_tokens
     return {"estimate": estimate, "stats": stats}
 
@@ -63,7 +63,7 @@ def test_estimates_match_stub_usage_for_every_task(tmp_path: Path) -> None:
         _check("poison", origs, tmp_path / "infir.jsonl", server.base_url)
         verify = _check("verify", tmp_path / "dv.jsonl", tmp_path / "kept.jsonl", server.base_url)
     # reverse skips records without an instruction negative: no call for them
-    assert synth["estimate"].calls == synth["stats"]["outcomes"]["ok"] < synth["estimate"].units
+    assert synth["estimate"].calls == synth["stats"].outcomes.ok < synth["estimate"].units
     # verify judges a lone dual view under both instructions: two calls per unit
     assert verify["estimate"].calls == 2 * verify["estimate"].units
     # the templates' instructions and worked examples are a prefix every prompt shares

@@ -122,7 +122,7 @@ def test_sigkilled_runs_resume_to_the_uninterrupted_result(tmp_path: Path) -> No
 
         final = subprocess.run(cli(source, out, server.base_url), env=env, timeout=120)
         assert final.returncode == 0
-        redone = server.requests - reference_requests - ref_stats["llm_calls"]
+        redone = server.requests - reference_requests - ref_stats.llm_calls
 
     assert kills_mid_run >= 3
     assert requests_before_final > 0
@@ -130,12 +130,12 @@ def test_sigkilled_runs_resume_to_the_uninterrupted_result(tmp_path: Path) -> No
     dropped = out.with_name("out.jsonl.dropped.jsonl")
     assert dropped.read_bytes() == ref.with_name("out.jsonl.dropped.jsonl").read_bytes()
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == ref_stats["outcomes"]["ok"]
+    assert len(ids) == len(set(ids)) == ref_stats.outcomes.ok
     keys = [json.loads(line)["key"] for line in cache.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == UNITS  # every unit exactly once in the cache
     stats = json.loads(out.with_name("out.jsonl.stats.json").read_text())
-    assert stats["outcomes"] == ref_stats["outcomes"] and stats["complete"]
-    assert ref_stats["outcomes"]["impossible"] > 0 and ref_stats["outcomes"]["skipped"] > 0
+    assert stats["outcomes"] == ref_stats.to_json()["outcomes"] and stats["complete"]
+    assert ref_stats.outcomes.impossible > 0 and ref_stats.outcomes.skipped > 0
     # Work lost to the kills is at most what was in flight at each kill.
     print(f"kills mid-run: {kills_mid_run}, requests redone after kills: {redone}")
     assert 0 <= redone <= (1 + len(targets)) * CONCURRENCY

@@ -72,7 +72,7 @@ def test_ray_engine_matches_local_runner_and_survives_a_killed_worker(
         on_ray = pipeline(urls, source, tmp_path / "ray", "ray")
         assert outputs(tmp_path / "ray") == outputs(tmp_path / "local")
         for ours, theirs in zip(on_ray, local, strict=True):
-            assert ours["outcomes"] == theirs["outcomes"] and ours["complete"]
+            assert ours.outcomes == theirs.outcomes and ours.complete
         # Exact counts: every 10th record answered 'impossible', records without
         # instruction negatives skipped (make_records is seeded).
         nonzero = {k: v for k, v in local[0]["outcomes"].items() if v}

@@ -104,9 +104,9 @@ def test_vllm_processor_engine_matches_the_local_runner_and_resumes(tmp_path: Pa
     on_ray = pipeline(source, tmp_path / "ray", processor)
     assert outputs(tmp_path / "ray") == outputs(tmp_path / "local")
     for (ours, _), (theirs, _) in zip(on_ray, local, strict=True):
-        assert ours["outcomes"] == theirs["outcomes"] and ours["complete"]
-        assert ours["model"] == "vllm:stub"
-    nonzero = {k: v for k, v in local[0][0]["outcomes"].items() if v}
+        assert ours.outcomes == theirs.outcomes and ours.complete
+        assert ours.model == "vllm:stub"
+    nonzero = {k: v for k, v in local[0][0].outcomes.items() if v}
     assert nonzero == expected_outcomes(make_records(UNITS))
     # Reverse asks once per unit: one round per window of 50 units (120 units: 3 windows).
     assert on_ray[0][1].engine.rounds == 3

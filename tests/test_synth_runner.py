@@ -21,7 +21,7 @@ from dualview.errors import DualviewError
 from dualview.io.atomic import write_jsonl
 from dualview.synth.backends.base import BackendConfig, BackendError, Completion, SamplingParams
 from dualview.synth.backends.openai_http import OpenAIBackend, backoff_delay, parse_retry_after
-from dualview.synth.job_stats import stats_markdown
+from dualview.synth.job_stats import JobStats, stats_markdown
 from dualview.synth.jobs import TASKS
 from dualview.synth.limits import Limits
 from dualview.synth.merge import merge_shards
@@ -34,7 +34,7 @@ from dualview.synth.verify import VerifyTask
 FIXTURE = Path(__file__).parent / "fixtures" / "synth" / "orig.jsonl"
 
 
-def run_task(task, url: str, source: Path, out: Path, **runner) -> dict:
+def run_task(task, url: str, source: Path, out: Path, **runner) -> JobStats:
     backend = OpenAIBackend(BackendConfig(kind="openai", model="stub", base_url=url))
     config = RunnerConfig(**{"concurrency": 8, **runner})
     return Runner(task, backend, SamplingParams(), config).run(
@@ -52,7 +52,7 @@ def test_shards_merge_to_the_unsharded_output(tmp_path: Path) -> None:
         parts = [tmp_path / f"part{i}.jsonl" for i in range(3)]
         for i, part in enumerate(parts):
             run_task(ReverseTask(), server.base_url, FIXTURE, part, shard=f"{i}/3")
-    assert whole["outcomes"]["ok"] == 20
+    assert whole.outcomes.ok == 20
     assert [r["parent_id"] for r in lines(tmp_path / "whole.jsonl")] == [
         r.id for r in iter_records(FIXTURE)
     ]
@@ -60,7 +60,7 @@ def test_shards_merge_to_the_unsharded_output(tmp_path: Path) -> None:
         merge_shards(tmp_path / "m.jsonl", [parts[0], parts[2]])
     stats = merge_shards(tmp_path / "merged.jsonl", [parts[2], parts[0], parts[1]])
     assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
-    assert stats["records_out"] == 20 and stats["outcomes"]["ok"] == 20
+    assert stats.records_out == 20 and stats.outcomes.ok == 20
 
     # A truncated shard output or an incomplete shard is refused.
     parts[1].write_text("".join(parts[1].read_text().splitlines(keepends=True)[:-1]))
@@ -94,7 +94,7 @@ def test_seed_and_poison_write_valid_records(tmp_path: Path) -> None:
     with StubServer() as server:
         seeded = run_task(seed_cls(), server.base_url, plain, tmp_path / "seeded.jsonl")
         poisoned = run_task(poison_cls(), server.base_url, FIXTURE, tmp_path / "poisoned.jsonl")
-    assert seeded["outcomes"]["ok"] == 20 and poisoned["outcomes"]["ok"] == 20
+    assert seeded.outcomes.ok == 20 and poisoned.outcomes.ok == 20
     seeded_records = list(iter_records(tmp_path / "seeded.jsonl"))
     assert all(r.view == "orig" and len(r.instruction_negatives) == 2 for r in seeded_records)
     poisoned_records = list(iter_records(tmp_path / "poisoned.jsonl"))
@@ -137,16 +137,16 @@ def test_verify_keeps_only_units_whose_intended_passages_win(tmp_path: Path) -> 
     write_jsonl(source, [fruit_record(i, w) for i, w in enumerate(words)])
     with StubServer(keyword_judge) as server:
         stats = run_task(VerifyTask(), server.base_url, source, tmp_path / "kept.jsonl")
-    assert stats["outcomes"]["ok"] == 5 and stats["outcomes"]["rejected"] == 5
-    assert stats["summary"]["swap_accuracy"] == 0.5
-    assert stats["summary"]["scenario_accuracy"] == {"dv": 0.5, "orig": 1.0}
-    assert stats["llm_calls"] == 20
+    assert stats.outcomes.ok == 5 and stats.outcomes.rejected == 5
+    assert stats.summary["swap_accuracy"] == 0.5
+    assert stats.summary["scenario_accuracy"] == {"dv": 0.5, "orig": 1.0}
+    assert stats.llm_calls == 20
     dropped = lines(tmp_path / "kept.jsonl.dropped.jsonl")
     assert sum("judge picked a" in d["reason"] for d in dropped) == 3
     assert sum("unparsable" in d["reason"] for d in dropped) == 2
     # the stats count the rejections by reason code, as the dropped file lists them
     codes = Counter(reason_code(d["reason"]) for d in dropped if d["status"] == "rejected")
-    assert stats["rejections"] == dict(codes) and sum(codes.values()) == 5
+    assert stats.rejections == dict(codes) and sum(codes.values()) == 5
     table = stats_markdown(stats)
     assert "| rejected by the parser | 5 |" in table and "| records out | 5 |" in table
     assert all(f"{code} {n}" in table for code, n in codes.items())
@@ -190,7 +190,7 @@ def test_requests_per_minute_limit_paces_calls(tmp_path: Path) -> None:
         lambda: task.units(iter_records(source)), tmp_path / "o.jsonl"
     )
     elapsed = time.monotonic() - started
-    assert stats["outcomes"]["impossible"] == 40
+    assert stats.outcomes.impossible == 40
     assert elapsed >= 0.9  # 40 calls at 20/s with 20 allowed at once
 
 
@@ -363,11 +363,11 @@ def test_a_parser_change_rejudges_cached_answers_without_asking_again(tmp_path: 
         assert server.requests == asked
     ids = [r.id for r in iter_records(FIXTURE)]
     dropped = sum(i.endswith(("1", "3")) for i in ids)
-    assert first["outcomes"]["ok"] == 20 and 0 < dropped < 20
-    assert again["outcomes"]["ok"] == 20 - dropped
-    assert again["outcomes"]["rejected"] == dropped
-    assert again["counts"]["replayed_answers"] == 20
-    assert again["tokens_out"] == first["tokens_out"]  # usage of the replayed calls carried
-    assert third["outcomes"] == again["outcomes"] and third["this_run_units"] == 0
+    assert first.outcomes.ok == 20 and 0 < dropped < 20
+    assert again.outcomes.ok == 20 - dropped
+    assert again.outcomes.rejected == dropped
+    assert again.counts["replayed_answers"] == 20
+    assert again.tokens_out == first.tokens_out  # usage of the replayed calls carried
+    assert third.outcomes == again.outcomes and third.this_run_units == 0
     kept = [r["parent_id"] for r in lines(out)]
     assert kept == [i for i in ids if not i.endswith(("1", "3"))]

@@ -190,8 +190,8 @@ def test_every_scripted_outcome_is_counted_exactly(tmp_path: Path) -> None:
     expected.update(ANSWERS[n][1] for n in ANSWERS)
     expected.update(HTTP_EXPECTED.values())
     expected["skipped"] += 1
-    assert stats["outcomes"] == dict(expected)
-    assert stats["complete"] is False  # errors remain to be retried
+    assert dict(stats.outcomes.items()) == dict(expected)
+    assert stats.complete is False  # errors remain to be retried
 
     # Every rejection carries the reason its script provokes.
     dropped = {
@@ -226,7 +226,7 @@ def test_every_scripted_outcome_is_counted_exactly(tmp_path: Path) -> None:
     assert script.attempts["always_500"] == 3  # max_retries=2 -> 3 attempts
     assert script.attempts["valid"] == 1
     assert script.attempts.get("skipme", 0) == 0
-    assert stats["llm_calls"] == sum(
+    assert stats.llm_calls == sum(
         1 for s in expected.elements() if s in ("ok", "impossible", "rejected")
     )
 
@@ -234,7 +234,7 @@ def test_every_scripted_outcome_is_counted_exactly(tmp_path: Path) -> None:
     with StubServer(script) as server:
         again = run_reverse(tmp_path, server.base_url, records)
         retried = server.requests
-    assert again["outcomes"] == stats["outcomes"]
+    assert again.outcomes == stats.outcomes
     assert retried == 3 + 3  # always_500 (3 attempts), bad_json (3)
     assert requests_first > retried
     assert (tmp_path / "out.jsonl").read_text().count("\n") == 4
@@ -253,7 +253,7 @@ def test_a_hang_past_the_client_timeout_is_retried_then_an_error(tmp_path: Path)
         stats = run_reverse(tmp_path, server.base_url, [make_record("hang")], timeout_s=0.5)
         assert in_flight.is_set()
         release.set()  # the held handlers answer (to closed connections) before the stop
-    assert stats["outcomes"]["error"] == 1 and stats["outcomes"]["ok"] == 0
+    assert stats.outcomes.error == 1 and stats.outcomes.ok == 0
     assert attempts["hang"] == 3  # max_retries=2: three attempts, each held past the timeout
     [row] = map(json.loads, (tmp_path / "out.jsonl.dropped.jsonl").read_text().splitlines())
     assert row["id"] == "r-hang" and "timed out" in row["reason"]

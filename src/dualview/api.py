@@ -233,7 +233,7 @@ def synthesize(
         return SynthesisResult(
             records=list(iter_records(path)),
             dropped=dropped,
-            stats=stats,
+            stats=stats.to_json(),
             out=None if out is None else path,
         )
 

@@ -17,6 +17,7 @@ from dualview.config import flag_overrides
 from dualview.errors import ConfigError, warn_once
 from dualview.io.paths import check_outputs
 from dualview.synth.estimate import finish
+from dualview.synth.job_stats import JobStats
 from dualview.synth.jobs import TASKS, estimate_job, load_job, run_job
 from dualview.synth.merge import merge_shards
 from dualview.synth.runner import result_files
@@ -90,12 +91,12 @@ def _help(task_name: str) -> str:
         return f"The synthesis task {task_name} (a plugin's; it cannot be loaded now)."
 
 
-def _report(stats: dict, out: Path) -> None:
-    outcomes = " ".join(f"{k}={v}" for k, v in stats["outcomes"].items())
-    console.print(f"{stats['records_out']} record(s) -> {out}  ({outcomes})", markup=False)
-    if stats.get("summary"):
-        console.print(json.dumps(stats["summary"]), markup=False)
-    if not stats["complete"]:
+def _report(stats: JobStats, out: Path) -> None:
+    outcomes = " ".join(f"{k}={v}" for k, v in stats.outcomes.items())
+    console.print(f"{stats.records_out} record(s) -> {out}  ({outcomes})", markup=False)
+    if stats.summary:
+        console.print(json.dumps(stats.summary), markup=False)
+    if not stats.complete:
         console.print("[yellow]some units failed with backend errors: rerun to retry them")
 
 
@@ -106,7 +107,7 @@ def merge(
     """Check that every shard is complete and consistent, then concatenate in input order."""
     check_outputs(result_files(out), [f for shard in shards for f in result_files(shard)])
     stats = merge_shards(out, list(shards))
-    console.print(f"merged {stats['shards']} shard(s): {stats['records_out']} record(s) -> {out}")
+    console.print(f"merged {stats.shards} shard(s): {stats.records_out} record(s) -> {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -127,7 +127,7 @@ def _run_job(
         config = config.model_copy(
             update={"runner": config.runner.model_copy(update={"cache": cache})}
         )
-    return run_job(task, config, source, out)
+    return run_job(task, config, source, out).to_json()
 
 
 # -- stage functions -------------------------------------------------------------------------

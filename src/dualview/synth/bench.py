@@ -45,6 +45,7 @@ from dualview.io.atomic import atomic_write_text, write_jsonl
 from dualview.io.files import iter_json_lines
 from dualview.proportions import wilson_interval
 from dualview.synth.backends.base import BackendConfig, SamplingParams
+from dualview.synth.job_stats import JobStats
 from dualview.synth.reverse import ReverseConfig, ReverseExample, ReverseTask
 from dualview.synth.runner import RunnerConfig, make_runner, side_path
 from dualview.synth.task import LLM, Outcome, Task, one_per_record, truncate
@@ -234,54 +235,54 @@ def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 4) if den else None
 
 
-def cost(stats: dict[str, Any]) -> dict[str, Any]:
+def cost(stats: JobStats) -> dict[str, Any]:
     """LLM seconds and tokens per unit (summed latencies, so resumed runs count right)."""
-    units = stats["units"]
+    units = stats.units
     return {
-        "llm_calls": stats["llm_calls"],
+        "llm_calls": stats.llm_calls,
         "seconds_per_record": _ratio(_llm_seconds(stats), units),
-        "tokens_in_per_record": _ratio(stats["tokens_in"], units),
-        "tokens_out_per_record": _ratio(stats["tokens_out"], units),
-        "wall_s_this_run": stats["wall_s"],
+        "tokens_in_per_record": _ratio(stats.tokens_in, units),
+        "tokens_out_per_record": _ratio(stats.tokens_out, units),
+        "wall_s_this_run": stats.wall_s,
     }
 
 
-def _llm_seconds(stats: dict[str, Any]) -> float:
+def _llm_seconds(stats: JobStats) -> float:
     """Summed LLM latency of a run (mean x calls, as `cost` counts it)."""
-    return (stats["latency_s"]["mean"] or 0.0) * stats["llm_calls"]
+    return (stats.latency_s.mean or 0.0) * stats.llm_calls
 
 
-def reverse_metrics(stats: dict[str, Any]) -> dict[str, Any]:
+def reverse_metrics(stats: JobStats) -> dict[str, Any]:
     """Parse, None and accepted rates over the answered units, and rejections by reason (the
     runner's count in ``stats``)."""
-    outcomes = stats["outcomes"]
-    reasons = Counter(stats["rejections"])
-    answered = stats["units"] - outcomes["skipped"] - outcomes["error"]
+    outcomes = stats.outcomes
+    reasons = Counter(stats.rejections)
+    answered = stats.units - outcomes.skipped - outcomes.error
     unparsed = sum(reasons[code] for code in FORMAT_FAILURES)
     return {
-        "records": stats["units"],
+        "records": stats.units,
         "answered": answered,
-        "outcomes": outcomes,
+        "outcomes": dict(outcomes.items()),
         "parse_rate": _ratio(answered - unparsed, answered),
-        "none_rate": _ratio(outcomes["impossible"], answered),
-        "accepted_rate": _ratio(outcomes["ok"], answered),
+        "none_rate": _ratio(outcomes.impossible, answered),
+        "accepted_rate": _ratio(outcomes.ok, answered),
         "rejection_reasons": dict(sorted(reasons.items())),
         **cost(stats),
     }
 
 
-def judge_metrics(stats: dict[str, Any], out: Path, expect_pass: bool) -> dict[str, Any]:
+def judge_metrics(stats: JobStats, out: Path, expect_pass: bool) -> dict[str, Any]:
     """Judge accuracy on units whose right verdict is known: pass (gold) or fail (control)."""
-    units = stats["units"]
-    passed = stats["outcomes"]["ok"]
+    units = stats.units
+    passed = stats.outcomes.ok
     unparsable_units = _unparsable_units(stats)
     correct = passed if expect_pass else units - passed - unparsable_units
     return {
         "units": units,
         "passed": passed,
-        "unparsable_judgements": stats["counts"].get("unparsable", 0),
+        "unparsable_judgements": stats.counts.get("unparsable", 0),
         "accuracy": _ratio(correct, units),
-        "scenario_accuracy": stats["summary"].get("scenario_accuracy", {}),
+        "scenario_accuracy": stats.summary.get("scenario_accuracy", {}),
         "failed_unit_answers": failed_answers(out),
         **cost(stats),
     }
@@ -307,12 +308,12 @@ def balanced(positive: dict[str, Any], negative: dict[str, Any]) -> dict[str, An
     return {"balanced_accuracy": both["accuracy"], "balanced_ci95": both["ci95"]}
 
 
-def pointwise_judge(stats: dict[str, Any], out: Path) -> dict[str, Any]:
+def pointwise_judge(stats: JobStats, out: Path) -> dict[str, Any]:
     """The pointwise judge's check from its verdict counts (`dualview.synth.verify`): gold
     positive = yes to the intended passage (P+ under the original, N* under the gold
     reversal); gold negative = no to the other key passage (N* under the original: the
     original-as-reversal control; P+ under the reversal). ``units`` counts verdicts."""
-    counts = stats["counts"]
+    counts = stats.counts
     roles = ("orig", "dv")
     pos = [counts.get(f"pw_intended_yes_{r}", 0) for r in roles]
     n_pos = [counts.get(f"pw_intended_{r}", 0) for r in roles]
@@ -340,14 +341,14 @@ def pointwise_judge(stats: dict[str, Any], out: Path) -> dict[str, Any]:
         "gold_positive": positive,
         "gold_negative": negative,
         **balanced(positive, negative),
-        "gold_units_passed": proportion(stats["outcomes"]["ok"], stats["units"]),
+        "gold_units_passed": proportion(stats.outcomes.ok, stats.units),
         "by_check": by_check,
     }
 
 
-def _unparsable_units(stats: dict[str, Any]) -> int:
+def _unparsable_units(stats: JobStats) -> int:
     """Units rejected only for an unparsable judgement (one scenario per control unit)."""
-    return min(stats["counts"].get("unparsable", 0), stats["outcomes"]["rejected"])
+    return min(stats.counts.get("unparsable", 0), stats.outcomes.rejected)
 
 
 class SynthBench:
@@ -370,7 +371,7 @@ class SynthBench:
 
     def _run(
         self, task: Task, backend: BackendConfig, params: SamplingParams, source: Path, out: Path
-    ) -> dict[str, Any]:
+    ) -> JobStats:
         out.parent.mkdir(parents=True, exist_ok=True)
         runner = make_runner(task, backend, params, self.config.runner)
         return runner.run(lambda: task.units(iter_records(source)), out, input_label=str(source))
@@ -431,7 +432,7 @@ class SynthBench:
 
     def _reverse_and_verify(
         self, task: GoldFewShotReverse, folder: Path, index: int, orig: Path
-    ) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    ) -> tuple[JobStats, JobStats, Path]:
         """Candidate ``index``: the reversals (in ``folder``, or ``folder/sample-i``) and the
         judge's verdicts on them; returns both runs' stats and the verified file."""
         where = folder if index == 0 else folder / f"sample-{index}"
@@ -456,24 +457,24 @@ class SynthBench:
         reversed_out = folder / "reverse.jsonl"
         metrics = reverse_metrics(rev)
         metrics["judge"] = {
-            "passed": ver["outcomes"]["ok"],
-            "pass_rate": _ratio(ver["outcomes"]["ok"], metrics["answered"]),
-            "pass_rate_of_accepted": _ratio(ver["outcomes"]["ok"], rev["outcomes"]["ok"]),
-            "unparsable_judgements": ver["counts"].get("unparsable", 0),
+            "passed": ver.outcomes.ok,
+            "pass_rate": _ratio(ver.outcomes.ok, metrics["answered"]),
+            "pass_rate_of_accepted": _ratio(ver.outcomes.ok, rev.outcomes.ok),
+            "unparsable_judgements": ver.counts.get("unparsable", 0),
             "failed_unit_answers": failed_answers(folder / "verify.jsonl"),
             **cost(ver),
         }
         metrics["closeness"] = closeness(
             list(iter_records(reversed_out)), self.gold_reversals, self.config.near_copy_ratio
         )
-        metrics["complete"] = all(r["complete"] and v["complete"] for r, v, _ in runs)
+        metrics["complete"] = all(r.complete and v.complete for r, v, _ in runs)
         metrics["samples"] = self._samples(reversed_out)
         if self.config.samples > 1:
             metrics["self_consistency"] = self._self_consistency(runs, folder, metrics["answered"])
         return metrics
 
     def _self_consistency(
-        self, runs: list[tuple[dict[str, Any], dict[str, Any], Path]], folder: Path, answered: int
+        self, runs: list[tuple[JobStats, JobStats, Path]], folder: Path, answered: int
     ) -> dict[str, Any]:
         """Instances with a verified candidate (the first one kept, in ``kept.jsonl``), and
         the cost of all candidates per instance."""
@@ -485,12 +486,12 @@ class SynthBench:
         order = {orig.id: i for i, (orig, _) in enumerate(self.pairs)}
         chosen = sorted(kept.values(), key=lambda r: order.get(r.parent_id or "", len(order)))
         write_jsonl(folder / "kept.jsonl", chosen)
-        units = runs[0][0]["units"] or 1
+        units = runs[0][0].units or 1
         return {
             "k": len(runs),
             "sample_temperature": self.config.sample_temperature,
-            "accepted_by_writer": [r["outcomes"]["ok"] for r, _, _ in runs],
-            "verified": [v["outcomes"]["ok"] for _, v, _ in runs],
+            "accepted_by_writer": [r.outcomes.ok for r, _, _ in runs],
+            "verified": [v.outcomes.ok for _, v, _ in runs],
             "instances_verified": len(chosen),
             "verified_rate": _ratio(len(chosen), answered),
             "closeness": closeness(chosen, self.gold_reversals, self.config.near_copy_ratio),

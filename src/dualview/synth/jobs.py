@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, SerializeAsAny, create_model
 
@@ -24,6 +23,7 @@ from dualview.io.paths import check_outputs
 from dualview.registry import Registry
 from dualview.synth.backends.base import BackendConfig, SamplingParams
 from dualview.synth.estimate import Estimate, TokenCounter, estimate_task
+from dualview.synth.job_stats import JobStats
 from dualview.synth.poison import PoisonConfig, PoisonTask
 from dualview.synth.reverse import ReverseConfig, ReverseTask
 from dualview.synth.runner import RunnerConfig, check_failures, job_outputs, make_runner
@@ -106,7 +106,7 @@ def run_job(
     input_format: str = "dualview",
     read: Sequence[str | Path | None] = (),
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> JobStats:
     """Run ``task_name`` over ``source`` (its first ``limit`` records, if given) into
     ``out``; returns the stats. None of the files the run writes (OUT, its side files, the
     cache) may be ``source`` or another file the job ``read`` (its config); a run whose units

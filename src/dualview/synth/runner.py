@@ -52,6 +52,7 @@ from dualview.synth.engine import (
     pending_units,
 )
 from dualview.synth.engines import build_engine, engine_over
+from dualview.synth.job_stats import JobStats
 from dualview.synth.task import STATUSES, Outcome, Task
 
 __all__ = [
@@ -126,22 +127,20 @@ class JobFailed(DualviewError):
     exit_code = 1
 
 
-def check_failures(stats: dict[str, Any], out: Path, max_error_share: float) -> None:
+def check_failures(stats: JobStats, out: Path, max_error_share: float) -> None:
     """Raise `JobFailed` when units ended in backend errors and none was answered, or when
     their share of the run's units is above ``max_error_share``; the message says where the
     errors are (``OUT.dropped.jsonl``, ``OUT.stats.json``)."""
-    outcomes = stats["outcomes"]
-    errors, units = outcomes.get("error", 0), stats["units"]
+    errors, units = stats.outcomes.error, stats.units
     if not errors:
         return
-    answered = sum(n for status, n in outcomes.items() if status not in ("error", "skipped"))
-    if not answered:
+    if not stats.outcomes.answered():
         why = "no unit was answered"
     elif errors > max_error_share * units:
         why = f"more than runner.max_error_share {max_error_share:g}"
     else:
         return
-    first = stats.get("first_error")
+    first = stats.first_error
     raise JobFailed(
         f"{out}: {errors} of {units} unit(s) failed with backend errors ({why})"
         + (f", e.g. {first[:200]}" if first else "")
@@ -192,11 +191,11 @@ class Runner:
             }
         )
 
-    def run(self, units: UnitSource, out: str | Path, input_label: str = "") -> dict[str, Any]:
+    def run(self, units: UnitSource, out: str | Path, input_label: str = "") -> JobStats:
         """Synchronous entry point; returns the stats (also written to ``OUT.stats.json``)."""
         return asyncio.run(self.arun(units, Path(out), input_label))
 
-    async def arun(self, units: UnitSource, out: Path, input_label: str = "") -> dict[str, Any]:
+    async def arun(self, units: UnitSource, out: Path, input_label: str = "") -> JobStats:
         started = time.perf_counter()
         total, digest = _scan_input(units(), self.fingerprint)
         lo, hi = self.shard.bounds(total)
@@ -208,11 +207,13 @@ class Runner:
             try:
                 errors = await self._execute(units, lo, hi, cache, tally)
                 cache.reopen()
-                stats = self._assemble(units, lo, hi, cache, errors, out)
+                totals = self._assemble(units, lo, hi, cache, errors, out)
             finally:
                 cache.close()
                 await self.backend.aclose()
-        stats.update(
+        endpoint_stats = getattr(self.backend, "endpoint_stats", None)
+        stats = JobStats(
+            **totals,
             task=self.task.name,
             model=self.backend.identity,
             input=input_label,
@@ -225,10 +226,9 @@ class Runner:
             range=[lo, hi],
             wall_s=round(time.perf_counter() - started, 3),
             this_run_units=tally.fresh,
+            **({"endpoints": endpoint_stats()} if endpoint_stats else {}),
         )
-        if hasattr(self.backend, "endpoint_stats"):
-            stats["endpoints"] = self.backend.endpoint_stats()
-        write_json(side_path(out, "stats.json"), stats)
+        write_json(side_path(out, "stats.json"), stats.to_json())
         return stats
 
     async def _execute(
@@ -274,6 +274,8 @@ class Runner:
         errors: dict[str, Outcome],
         out: Path,
     ) -> dict[str, Any]:
+        """Step 3: OUT and ``OUT.dropped.jsonl`` from the cache; returns the run's totals
+        (`JobStats` fields)."""
         outcomes: Counter[str] = Counter()
         counts: Counter[str] = Counter()
         rejections: Counter[str] = Counter()
