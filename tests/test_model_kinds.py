@@ -13,12 +13,15 @@ import numpy as np
 import pytest
 import yaml
 
+from dualview.config import validate_config
 from dualview.errors import ConfigError, DualviewError
 from dualview.eval.run import Summary
 from dualview.eval.two_stage import check_reranker_folder
 from dualview.hub.model_card import render_model_card
 from dualview.models.kinds import MODEL_KINDS, CardFacts, SavedKind
 from dualview.models.reranker import RERANKER_FILE, load_reranker
+from dualview.train.config import TrainConfig
+from dualview.train.families import FAMILIES, ModelFamily
 from dualview.train.teacher import load_teacher
 
 SRC = Path(__file__).parents[1] / "src" / "dualview"
@@ -87,7 +90,7 @@ def test_a_kind_that_embeds_is_no_reranker(tmp_path, registered) -> None:
     folder = _folder(tmp_path / "embedder", EMBEDDING_KIND.name)
     with pytest.raises(DualviewError, match="not a reranker folder"):
         check_reranker_folder(str(folder))
-    with pytest.raises(ConfigError, match="test_embedder folder embeds .* first-stage MODEL"):
+    with pytest.raises(ConfigError, match=r"test_embedder folder embeds .* first-stage MODEL"):
         load_reranker(folder)
 
 
@@ -119,3 +122,13 @@ def test_no_branch_on_a_model_kind_outside_the_kinds() -> None:
         ["grep", "-rnE", pattern, str(SRC)], capture_output=True, text=True, check=False
     ).stdout
     assert found == ""
+
+
+def test_a_family_whose_saved_kind_is_unregistered_is_a_located_config_error() -> None:
+    FAMILIES.register("test_unsaved", ModelFamily("test_unsaved"))
+    try:
+        data = {"model": {"kind": "test_unsaved"}, "data": {"train_file": "x"}, "output_dir": "o"}
+        with pytest.raises(ConfigError, match=r"^t\.yaml: .*model\.kind: 'test_unsaved' saves"):
+            validate_config(TrainConfig, data, "t.yaml")
+    finally:
+        FAMILIES.remove("test_unsaved")

@@ -13,6 +13,7 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from dualview.config import StrictModel
 from dualview.models.config import LoraSettings, ModelConfig
+from dualview.registry import UnknownNameError
 from dualview.train.objectives import ObjectiveSettings, build_objective, objective_settings
 from dualview.train.objectives.inf_embed import MarginalSet
 
@@ -151,7 +152,10 @@ class TrainConfig(StrictModel):
         family = FAMILIES.get(self.model.kind)
         if self.pad_multiple != 8 and not family.rounds_chunk_widths:
             raise ValueError(f"pad_multiple: a {self.model.kind}'s chunks are rounded to 8 only")
-        reranker = family.scores_pairs
+        try:
+            reranker = family.scores_pairs
+        except UnknownNameError as exc:  # a family whose saved kind nobody registered
+            raise ValueError(str(exc)) from None
         scores_pairs = "pairs" in build_objective(self.loss).needs
         if reranker and not scores_pairs:
             raise ValueError(

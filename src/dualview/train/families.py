@@ -63,8 +63,10 @@ class ModelFamily:
 
     @property
     def saved_kind(self) -> SavedKind:
-        """What the saved folder is to evaluation, teachers and cards (module docstring)."""
-        return MODEL_KINDS.get(self.saved_as or self.kind)
+        """What the saved folder is to evaluation, teachers and cards (module docstring);
+        a family whose folder's kind nobody registered is one located error."""
+        where = f"model.kind: {self.kind!r} saves a folder whose kind (ModelFamily.saved_as)"
+        return MODEL_KINDS.get(self.saved_as or self.kind, where=where)
 
     @property
     def scores_pairs(self) -> bool:
