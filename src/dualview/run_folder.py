@@ -99,6 +99,8 @@ class SweepManifest(StrictModel):
     groups: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=list)
     control: str | None = None
+    # the validation column each configuration's arm is chosen on (None: nothing chosen)
+    select: str | None = None
     arms: list[SweepArm] = Field(min_length=1)
 
 
@@ -117,5 +119,6 @@ def write_sweep_manifest(sweep_dir: str | Path, manifest: SweepManifest) -> Path
     """Write ``SWEEP/sweep.json`` atomically."""
     path = Path(sweep_dir) / SWEEP_MANIFEST
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(manifest.model_dump(), indent=2, default=str) + "\n")
+    data = manifest.model_dump(exclude={"select"} if manifest.select is None else None)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
     return path

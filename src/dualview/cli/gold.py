@@ -42,13 +42,15 @@ def gold_build(
     ),
 ) -> None:
     """Validate the gold sources and write train.jsonl, test.jsonl, counts.json, CARD.md counts
-    and the leave-domains-out test sets (folds/ldo-K)."""
+    the leave-domains-out test sets (folds/ldo-K) and the validation set (val)."""
     check_outputs([out], [source], replaced=False)  # by default the sources lie in OUT/source
     result = gold.build(source, out, n_hard=n_hard, test_fraction=test_fraction)
-    from dualview.eval.export import write_fold_benchmarks
+    from dualview.eval.export import write_fold_benchmarks, write_validation_benchmark
 
     for folder in write_fold_benchmarks(out / "folds", out):
         console.print(f"wrote leave-domains-out test set: {folder}")
+    folder = write_validation_benchmark(out / "val", out)
+    console.print(f"wrote the validation set (select on it only): {folder}")
     for split, info in result.counts["splits"].items():
         console.print(f"{split}: {info['instances']} instances, {info['records']} records")
     for name, path in result.paths.items():

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -158,6 +158,18 @@ class GoldInstance(BaseModel):
         return [self.positive, *self.instruction_negatives, *self.hard_negatives]
 
 
+class SplitUnit(Protocol):
+    """What `assign_splits` reads of an instance (a `GoldInstance`, or one read back from
+    its records' ``meta``)."""
+
+    @property
+    def instance(self) -> str: ...
+    @property
+    def domain(self) -> str: ...
+    @property
+    def constraint_type(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class LocatedInstance:
     """An instance with the file and line it was read from (for error messages)."""
@@ -227,7 +239,10 @@ def _rank_key(*parts: str) -> str:
 
 
 def assign_splits(
-    instances: Iterable[GoldInstance], test_fraction: float = DEFAULT_TEST_FRACTION
+    instances: Iterable[SplitUnit],
+    test_fraction: float = DEFAULT_TEST_FRACTION,
+    salt: str = "gold-split",
+    names: tuple[str, str] = ("train", "test"),
 ) -> dict[str, str]:
     """Instance id -> split: ``ceil(test_fraction * n)`` test instances per domain, chosen so
     that constraint types are as balanced as possible in the whole test split.
@@ -235,27 +250,30 @@ def assign_splits(
     Domains are taken in name order; each test slot goes to the constraint type with the
     fewest test instances so far (among those the domain still has; ties broken by a hash of
     domain and type), and within that type to the instance whose id hashes lowest. The rest
-    is train. Deterministic: it depends only on the instance ids, domains and types.
+    is train. Deterministic: it depends only on the instance ids, domains, types and ``salt``.
+    ``names``: the two sides' names (kept, held out); the validation split of the train
+    instances reuses this rule with its own salt (`dualview.data.gold_validation`).
     """
-    by_domain: dict[str, list[GoldInstance]] = defaultdict(list)
+    kept, held = names
+    by_domain: dict[str, list[SplitUnit]] = defaultdict(list)
     for inst in instances:
         by_domain[inst.domain].append(inst)
     test_per_type: Counter[str] = Counter()
     split: dict[str, str] = {}
     for domain in sorted(by_domain):
-        pending = sorted(by_domain[domain], key=lambda i: _rank_key("gold-split", i.instance))
+        pending = sorted(by_domain[domain], key=lambda i: _rank_key(salt, i.instance))
         n = len(pending)
         n_test = math.ceil(test_fraction * n) if n > 1 else 0
         for _ in range(n_test):
             ctype = min(
                 {i.constraint_type for i in pending},
-                key=lambda t: (test_per_type[t], _rank_key("gold-split", domain, t)),
+                key=lambda t: (test_per_type[t], _rank_key(salt, domain, t)),
             )
             chosen = next(i for i in pending if i.constraint_type == ctype)
             pending.remove(chosen)
             test_per_type[ctype] += 1
-            split[chosen.instance] = "test"
-        split.update({i.instance: "train" for i in pending})
+            split[chosen.instance] = held
+        split.update({i.instance: kept for i in pending})
     return split
 
 

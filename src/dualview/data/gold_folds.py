@@ -6,7 +6,9 @@ fixed train *and* test split) of the other 8 domains and tests on every instance
 So each instance is tested exactly once over the 5 folds, and never by a model that saw its
 domain.
 
-Names, usable wherever a gold split is (``instructions.path: gold:ldo-3-train``):
+Names, usable wherever a gold split is (``instructions.path: gold:ldo-3-train``; the
+validation split's ``gold:fit`` / ``gold:val`` are read here too, see
+`dualview.data.gold_validation`):
 
 - ``ldo-K-train``: the orig and dv records of the training domains of fold ``K``;
 - ``ldo-K-test``: those of its held-out domains.
@@ -25,6 +27,7 @@ import re
 from pathlib import Path
 
 from dualview.data.gold import GOLD_DIR, SPLITS, load_gold, split_path
+from dualview.data.gold_validation import VALIDATION_NAMES, validation_records
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
 
@@ -75,15 +78,20 @@ def parse_fold_name(name: str) -> tuple[int, str] | None:
 
 
 def gold_source_files(name: str) -> list[Path]:
-    """The files a gold source (``train``, ``test`` or ``ldo-K-part``) is read from."""
+    """The files a gold source (``train``, ``test``, ``ldo-K-part``, or the validation
+    split's ``fit`` / ``val``) is read from."""
     if parse_fold_name(name) is not None:
         return [split_path(s) for s in SPLITS]
+    if name in VALIDATION_NAMES:
+        return [split_path("train")]
     return [split_path(name)]
 
 
 def load_gold_source(name: str) -> list[Record]:
     """Records of a gold source name (see `gold_source_files`)."""
     parsed = parse_fold_name(name)
-    if parsed is None:
-        return load_gold(name)
-    return fold_records(*parsed)
+    if parsed is not None:
+        return fold_records(*parsed)
+    if name in VALIDATION_NAMES:
+        return validation_records(name)
+    return load_gold(name)

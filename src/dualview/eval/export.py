@@ -21,6 +21,7 @@ from pathlib import Path
 
 from dualview.data.gold import GOLD_DIR
 from dualview.data.gold_folds import FOLDS_DIR, N_FOLDS, all_gold_records, domains_of, fold_records
+from dualview.data.gold_validation import VAL, VAL_DIR, validation_records
 from dualview.data.pairing import ExtraDv, pair_views
 from dualview.data.schema import Document, Record
 from dualview.errors import DualviewError
@@ -130,3 +131,12 @@ def write_fold_benchmarks(
         export_paired(fold_records(fold, "test", gold_dir, n_folds), folder)
         out.append(folder)
     return out
+
+
+def write_validation_benchmark(
+    out_dir: str | Path = VAL_DIR, gold_dir: str | Path = GOLD_DIR
+) -> Path:
+    """Write the validation split of the gold train data (`dualview.data.gold_validation`)
+    as a paired evaluation set ``out_dir`` (what ``-b gold-val`` reads)."""
+    export_paired(validation_records(VAL, gold_dir), out_dir)
+    return Path(out_dir)

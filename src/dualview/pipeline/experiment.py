@@ -102,6 +102,32 @@ class MixSpec(StrictModel):
         return self
 
 
+def size_mismatch(additive: MixSpec, controls: list[MixSpec]) -> str | None:
+    """Why the additive mix ``additive`` (``orig+dv``: size/2 orig instances plus their dual
+    views) is not size-matched with any of the ``ins-orig`` mixes ``controls`` (size orig
+    instances); None when one matches or there is none. ``size: auto`` (every orig instance
+    with a dual view) is never shown to match: give the size."""
+    if not controls:
+        return None
+    sizes = [c.size for c in controls if isinstance(c.size, int)]
+    if isinstance(additive.size, int) and additive.size // 2 in sizes:
+        return None
+    theirs = ", ".join(f"{c.name} {c.size}" for c in controls)
+    fix = (
+        f"give size {2 * sizes[0]} ({sizes[0]} orig + their dual views)"
+        if sizes
+        else ("give the ins-orig mix a fixed size N and this one 2N")
+    )
+    ours = (
+        "size auto (every orig instance with a dual view)"
+        if additive.size == "auto"
+        else (
+            f"{additive.size // 2} orig instances (size {additive.size})"  # type: ignore[operator]
+        )
+    )
+    return f"trains on {ours}, not as many as an ins-orig mix ({theirs}): {fix}"
+
+
 class TrainingSpec(StrictModel):
     """Training: a TrainConfig (YAML file ``base`` or inline ``config``) plus overrides, run
     once per mix and backbone. ``data.train_file`` and ``output_dir`` are set by the run."""
@@ -177,6 +203,18 @@ class Experiment(StrictModel):
         names = [m.name for m in self.mixes]
         if len(set(names)) != len(names):
             raise ValueError(f"mixes: duplicate names in {names}")
+        return self
+
+    @model_validator(mode="after")
+    def _additive_mix_size_matched(self) -> Experiment:
+        """An ``orig+dv`` mix beside an ``ins-orig`` one trains on as many orig instances as
+        one of them (the same ones: both take the first instances of the seeded order), so
+        their comparison is size-matched in orig instances (`dualview.data.mix`)."""
+        controls = [m for m in self.mixes if m.preset == "ins-orig"]
+        for mix in (m for m in self.mixes if m.preset == "orig+dv"):
+            problem = size_mismatch(mix, controls)
+            if problem is not None:
+                raise ValueError(f"mixes: {mix.name}: {problem}")
         return self
 
     @model_validator(mode="after")

@@ -15,6 +15,7 @@ sweeps for the file and Hydra's multirun for the folders; docs/architecture/swee
       seeds: [1, 2, 3]             # each arm once per seed (written to `seed_keys`)
       seed_keys: [seed]            # default: the experiment's seed (mix sampling)
       control: Ins-orig            # the report's control: a configuration, arm or row
+      select: gold-val p-MRR       # the one column choices are made on (a validation set)
 
 - A key path names a key of the experiment (``training.overrides.max_steps``). Everything
   after ``overrides`` is one key of that flat map (``data.view_policy``), exactly what
@@ -29,6 +30,10 @@ sweeps for the file and Hydra's multirun for the folders; docs/architecture/swee
   where it stopped, and a new value or seed runs only the new arms. Stages that several arms
   share (data, mixes when only training changes) are copied from the arm that ran them
   (``reuse_from``), not recomputed.
+- ``select``: the report column that chooses, for each configuration, its arm (steps, τ,
+  view policy: whatever the grid varies), mean over seeds; it must be a validation set's
+  column (`dualview.eval.selection`: never the gold test split nor the phenomenon set, which
+  are reported, never selected on). Without it the report chooses nothing.
 - ``sweep.json`` in the sweep folder lists the arms and seeds; ``dualview report SWEEP_DIR``
   reports the whole sweep (`dualview.report.sweep_report`).
 - Several processes can work through one sweep at once as agents (W&B's ``wandb agent``):
@@ -54,6 +59,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualview.config import ConfigError, StrictModel, apply_overrides, read_yaml, validate_config
+from dualview.eval.selection import selection_benchmark
 from dualview.lock import LOCK_FILE, LockedError, exclusive, folder_lock
 from dualview.pipeline.build import build_pipeline, resolve_stages
 from dualview.pipeline.experiment import Experiment
@@ -80,6 +86,7 @@ class SweepSpec(StrictModel):
     seeds: list[StrictInt] = Field(default_factory=list)  # true is not the seed 1
     seed_keys: list[str] = Field(default_factory=lambda: ["seed"], min_length=1)
     control: str | None = None
+    select: str | None = Field(None, description="validation column choices are made on")
 
     @field_validator("parameters", mode="before")
     @classmethod
@@ -159,6 +166,7 @@ class Sweep:
             groups=self.spec.groups,
             seeds=self.spec.seeds,
             control=self.spec.control,
+            select=self.spec.select,
             arms=list(arms.values()),
         )
 
@@ -373,6 +381,9 @@ def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
                 f" seed {seed}" if seed is not None else ""
             )
             exp = validate_config(Experiment, data, where).located(where)
+            if spec.select is not None:
+                at = f"{where}: sweep: select"
+                selection_benchmark(spec.select, exp.evaluation.benchmarks, at)
             resolved = resolve_stages(exp)
             _check_types(settings, resolved, axes, source)
             _check_distinct(seen, resolved, label, parts, spec.groups, source)

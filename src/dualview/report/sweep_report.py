@@ -8,7 +8,11 @@ manifest, ``sweep.json`` (`dualview.run_folder.SweepManifest`), naming them. The
 - paired significance of every row against its control (`control_pairs`), a query's values
   averaged over seeds first, Holm-corrected over all the comparisons of a metric in the
   sweep;
-- the error analysis of the same pairs, and the plots of `dualview.report.write_report`.
+- the error analysis of the same pairs, and the plots of `dualview.report.write_report`;
+- with the sweep's ``select`` column (a validation set's, `dualview.eval.selection`): for
+  each configuration the arm with the highest mean value of that column (the first in grid
+  order on a tie), the chosen rows compared with the chosen control; every other column is
+  reported, never selected on. Without it the report says that nothing was chosen.
 
 Runs without results yet (a sweep still running, or killed) are left out and listed.
 """
@@ -116,6 +120,60 @@ def _configuration(name: str, label: str) -> str | None:
     return name[: -len(suffix)] if name.endswith(suffix) else None
 
 
+def selected_rows(manifest: SweepManifest, rows: list[ConfigResult]) -> dict[str, ConfigResult]:
+    """Configuration -> its row with the highest ``manifest.select`` value (module
+    docstring); empty when the sweep selects nothing."""
+    metric = manifest.select
+    if metric is None:
+        return {}
+    best: dict[str, ConfigResult] = {}
+    for arm in manifest.arms:
+        for row in rows:
+            configuration = None if is_base(row.name) else _configuration(row.name, arm.label)
+            if configuration is None or metric not in row.metrics:
+                continue
+            if (
+                configuration not in best
+                or row.metrics[metric] > best[configuration].metrics[metric]
+            ):
+                best[configuration] = row
+    if not best:
+        raise DualviewError(f"sweep select {metric!r}: no trained row has this column")
+    return best
+
+
+def selected_pairs(
+    manifest: SweepManifest, chosen: dict[str, ConfigResult]
+) -> list[tuple[str, str]]:
+    """Each chosen row against the chosen row of the control configuration."""
+    control = chosen.get(manifest.control or DEFAULT_CONTROL)
+    if control is None:
+        return []
+    return [(row.name, control.name) for row in chosen.values() if row is not control]
+
+
+def _selection_section(manifest: SweepManifest, chosen: dict[str, ConfigResult]) -> tuple[str, str]:
+    if not chosen:
+        text = (
+            "Nothing in this report was chosen on a validation split (the sweep has no "
+            "`select:` column): a bold value is the column's highest, not a choice, and a "
+            "setting picked from these tables is picked on the sets they report."
+        )
+        return "Selection", text
+    metric = manifest.select
+    lines = [
+        f"Each configuration's arm is chosen on `{metric}` only (mean over seeds; the "
+        "highest wins, the first in grid order on a tie). Every other column, the gold test "
+        "split and the phenomenon set included, is reported, never selected on; the chosen "
+        "rows are compared with the chosen control in the significance table.",
+        "",
+        f"| configuration | chosen row | {metric} |",
+        "|---|---|---:|",
+        *(f"| {name} | {row.name} | {row.metrics[metric]:.2f} |" for name, row in chosen.items()),
+    ]
+    return "Selection", "\n".join(lines)
+
+
 def _setup_section(manifest: SweepManifest, missing: list[str]) -> tuple[str, str]:
     lines = [
         f"Grid ({manifest.method}) over {len(manifest.arms)} arm(s) x "
@@ -141,16 +199,22 @@ def report_sweep(
     manifest = read_sweep_manifest(folder)
     rows, missing = sweep_rows(folder, manifest)
     options = options or ReportOptions()
+    chosen = selected_rows(manifest, rows)
     pairs = options.comparisons
     if pairs is None:
         pairs = control_pairs(manifest, [r.name for r in rows])
+        pairs += [p for p in selected_pairs(manifest, chosen) if p not in pairs]
     resolved = ReportOptions(
         comparisons=pairs,
         error_pairs=pairs if options.error_pairs is None else options.error_pairs,
         n_resamples=options.n_resamples,
         seed=options.seed,
         flip_limit=options.flip_limit,
-        sections=[_setup_section(manifest, missing), *options.sections],
+        sections=[
+            _setup_section(manifest, missing),
+            _selection_section(manifest, chosen),
+            *options.sections,
+        ],
         metrics=options.metrics,
     )
     out = Path(out_dir) if out_dir is not None else folder / "report"

@@ -15,6 +15,7 @@ from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from dualview.eval.benchmarks.beir import Beir
 from dualview.eval.benchmarks.followir import FollowIR
+from dualview.eval.benchmarks.gold_val import GoldValidation
 from dualview.eval.benchmarks.infosearch import InfoSearch
 from dualview.eval.benchmarks.instructir import InstructIR
 from dualview.eval.benchmarks.mair import MAIR
@@ -35,6 +36,7 @@ BENCHMARKS: Registry[type[Benchmark]] = Registry(
         "instructir": InstructIR,
         "paired": PairedInstructions,
         "phenomena": Phenomena,
+        "gold-val": GoldValidation,
         "beir": Beir,
     },
 )

@@ -114,6 +114,10 @@ NO_MTEB = MtebTasks(skip="no mteb task is mapped for this benchmark")
 #: paired layout, whose data files feed the error analysis (`dualview.report.flips`);
 #: ``none``: no per-query values.
 Pairing = Literal["none", "queries", "instruction_pairs"]
+#: What choices may be made on a benchmark (`dualview.eval.selection`): ``validation`` (made
+#: to choose on: the gold train data's validation split), ``held_out`` (reported, never
+#: selected on: the phenomenon set) or ``any`` (decided by its data: never the gold test split).
+Role = Literal["any", "validation", "held_out"]
 
 
 class BenchmarkMeta(_Frozen):
@@ -132,6 +136,7 @@ class BenchmarkMeta(_Frozen):
     columns: tuple[ReportColumn, ...] = ()
     pairing: Pairing = "queries"
     mteb: MtebTasks = NO_MTEB
+    role: Role = "any"
 
     @model_validator(mode="after")
     def _main_score_is_headline(self) -> BenchmarkMeta:

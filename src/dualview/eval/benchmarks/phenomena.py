@@ -39,6 +39,7 @@ class Phenomena(PairedInstructions):
         ),
         pairing="instruction_pairs",
         mteb=MtebTasks(skip=OWN_BENCHMARK),
+        role="held_out",  # its card: evaluation only, never used to choose between methods
     )
     bundled_path = PHENOMENA_DIR
 
