@@ -16,10 +16,11 @@ orig+dv    N/2 orig + their N/2 dv, additive      (not in the paper)
 =========  =====================================  =====================
 
 ``orig+dv`` is the *additive* arm: the same parts as ``ins-dv``, under its own name because
-it is meant at twice the size (``size: auto`` in an experiment: every orig instance plus its
-dual view), so it sees as many unique queries as ``ins-orig`` at half its size, plus their
-reversals. Its fair control is a *step-matched* ``ins-orig`` (every orig instance, the same
-``max_steps``), not a size-matched one.
+it is meant at twice the size of an ``ins-orig`` mix: at ``2N`` it takes the same ``N`` orig
+instances as ``ins-orig`` at ``N`` (the first ``N`` of the seeded order, when every one has a
+dual view) plus their reversals, so the two differ only by the dual views, at the same
+``max_steps``. An experiment refuses an ``orig+dv`` mix of any other size (``size: auto``
+included) beside an ``ins-orig`` one (`dualview.pipeline.experiment.size_mismatch`).
 
 Selection (deterministic given the inputs and ``seed``): ``orig`` ids are sorted and shuffled
 with the seed. For each paired part of count n, the first n shuffled instances that have such
