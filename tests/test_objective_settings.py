@@ -17,6 +17,7 @@ from dualview.train.config import TrainConfig
 from dualview.train.config_drift import config_changes, snapshot
 from dualview.train.objectives import (
     OBJECTIVES,
+    Objective,
     ObjectiveSettings,
     build_objective,
     register_objective,
@@ -102,3 +103,21 @@ def test_a_snapshot_written_before_loss_teacher_existed_resumes_unchanged() -> N
     assert config_changes(saved, config) == []
     saved["config"]["loss"]["inf_sets"] = ["P"]  # what this run would not do: a change
     assert [c.key for c in config_changes(saved, config)] == ["loss.inf_sets"]
+
+
+class PairObjective(Objective):
+    """A reranker objective from "another package" (it scores pairs)."""
+
+    needs = frozenset({"pairs"})
+
+
+def test_the_kind_and_objective_mismatch_lists_the_registered_choices() -> None:
+    register_objective("test_pair_objective", lambda settings: PairObjective())
+    try:
+        with pytest.raises(ConfigError, match=r"scores pairs \(.*rerank_bce.*test_pair_objective"):
+            validate_config(TrainConfig, _config({"objective": "infonce"}, "cross_encoder"), "t")
+        loss = {"objective": "test_pair_objective"}
+        with pytest.raises(ConfigError, match=r"model\.kind \(cross_encoder, llm_reranker\)"):
+            validate_config(TrainConfig, _config(loss, "bi_encoder"), "t")
+    finally:
+        OBJECTIVES.remove("test_pair_objective")

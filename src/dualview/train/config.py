@@ -14,7 +14,13 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from dualview.config import StrictModel
 from dualview.models.config import LoraSettings, ModelConfig
 from dualview.registry import UnknownNameError
-from dualview.train.objectives import ObjectiveSettings, build_objective, objective_settings
+from dualview.train.families import FAMILIES, pair_scoring_kinds
+from dualview.train.objectives import (
+    ObjectiveSettings,
+    build_objective,
+    objective_settings,
+    objectives_needing,
+)
 from dualview.train.objectives.inf_embed import MarginalSet
 
 ViewPolicy = Literal["together", "separate", "random"]
@@ -143,10 +149,8 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _objective_fits_kind(self) -> TrainConfig:
-        # The registries import torch: loaded when a config is validated, not when the CLI
-        # starts. The kind's family says whether it scores pairs (a reranker) or embeds.
-        from dualview.train.families import FAMILIES
-
+        # The kind's family says whether it scores pairs (a reranker) or embeds; the
+        # objective whether it needs pairs scored. The messages list the registered choices.
         if self.model.kind not in FAMILIES:
             raise ValueError(FAMILIES.unknown_message(self.model.kind))
         family = FAMILIES.get(self.model.kind)
@@ -160,13 +164,13 @@ class TrainConfig(StrictModel):
         if reranker and not scores_pairs:
             raise ValueError(
                 f"loss.objective: {self.loss.objective!r} trains bi-encoders; a "
-                f"{self.model.kind} needs an objective that scores pairs (rerank_bce, "
-                "rerank_listwise, rerank_lambda, distill_margin_mse, distill_kl)"
+                f"{self.model.kind} needs an objective that scores pairs "
+                f"({', '.join(objectives_needing('pairs'))})"
             )
         if scores_pairs and not reranker:
             raise ValueError(
                 f"loss.objective: {self.loss.objective!r} trains rerankers; set a reranker "
-                "model.kind (cross_encoder, llm_reranker) or choose a bi-encoder objective"
+                f"model.kind ({', '.join(pair_scoring_kinds())}) or choose a bi-encoder objective"
             )
         if reranker and "temperature" not in self.loss.model_fields_set:
             self.loss.temperature = DEFAULT_RERANK_TEMPERATURE

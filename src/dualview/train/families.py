@@ -35,7 +35,7 @@ from dualview.models.config import ModelConfig
 from dualview.models.kinds import MODEL_KINDS, SavedKind
 from dualview.models.reranker import build_reranker
 from dualview.models.saved import BI_ENCODER, TRAIN_CONFIG_FILE, TRAIN_MANIFEST_FILE
-from dualview.registry import Registry
+from dualview.registry import Registry, UnknownNameError
 from dualview.train.loader import BatchTokenizer, PairTokenizer
 from dualview.train.memory import TokenBudget, auto_token_budget
 from dualview.train.objectives import Objective
@@ -163,6 +163,19 @@ FAMILIES: Registry[ModelFamily] = Registry(
         "llm_reranker": RerankerFamily("llm_reranker"),
     },
 )
+
+
+def pair_scoring_kinds() -> list[str]:
+    """The registered kinds whose family scores pairs (the reranker kinds), for messages;
+    a family whose saved kind is not registered is left out."""
+    names = []
+    for name, family in FAMILIES.items():
+        try:
+            if family.scores_pairs:
+                names.append(name)
+        except UnknownNameError:
+            continue
+    return names
 
 
 def family_of(kind: str) -> ModelFamily:

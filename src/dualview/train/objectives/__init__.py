@@ -19,6 +19,7 @@ from dualview.train.objectives.base import (
     build_objective,
     objective_names,
     objective_settings,
+    objectives_needing,
     register_objective,
     settings_class,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "infonce",
     "objective_names",
     "objective_settings",
+    "objectives_needing",
     "register_objective",
     "rerank",
     "settings_class",

@@ -38,6 +38,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from torch import nn
 
 from dualview.config import StrictModel
+from dualview.errors import DualviewError
 from dualview.registry import Registry
 
 if TYPE_CHECKING:
@@ -168,6 +169,22 @@ def objective_settings(data: Any) -> Any:
             message = f"objective {name!r} uses no {key} (its settings: {known})"
             raise _error(cls.__name__, key, "not_a_setting", message, value)
     return cls.model_validate(kept)
+
+
+def objectives_needing(group: str) -> list[str]:
+    """The registered objectives whose `Objective.needs` holds ``group`` (``pairs``: the
+    reranker objectives), each built from its settings' defaults; one that cannot be is left
+    out (for messages that list the choices)."""
+    names = []
+    for name in OBJECTIVES.names():
+        settings = settings_class(name).model_construct(objective=name)
+        try:
+            objective = OBJECTIVES.get(name)(settings)
+        except (DualviewError, ValueError, TypeError, AttributeError):
+            continue
+        if group in objective.needs:
+            names.append(name)
+    return names
 
 
 def build_objective(config: Any) -> Objective:
