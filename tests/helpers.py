@@ -94,3 +94,24 @@ def invoke_in_process(argv: list[str], capsys: Any) -> tuple[int, str, str]:
         sys.argv = saved
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def pin_parser_edit(monkeypatch: Any, cls: type, replay_from: int = 1) -> int:
+    """Make ``cls`` (a pinned task class) look as if its source had been edited and the new
+    digest pinned as the next parser version (`dualview.synth.parser_versions`); returns
+    that version. ``replay_from``: the lowest version whose cached answers are replayed."""
+    from dualview.synth import parser_versions
+
+    name = parser_versions.class_name(cls)
+    pinned = parser_versions.PINNED[name]
+    version = max(pinned.values()) + 1
+    monkeypatch.setitem(parser_versions.PINNED, name, {**pinned, "edited": version})
+    monkeypatch.setitem(parser_versions.REPLAY_FROM, name, replay_from)
+    digest = parser_versions.parser_digest
+    edited = {name}
+    monkeypatch.setattr(
+        parser_versions,
+        "parser_digest",
+        lambda c: "edited" if parser_versions.class_name(c) in edited else digest(c),
+    )
+    return version

@@ -19,7 +19,7 @@ from dualview.pipeline.build import build_pipeline
 from dualview.pipeline.experiment import load_experiment
 from dualview.pipeline.stages import read_done
 from dualview.synth.testing import StubServer
-from tests.helpers import run_cli
+from tests.helpers import pin_parser_edit, run_cli
 
 
 def _experiment(tmp_path: Path, base_url: str) -> Path:
@@ -128,7 +128,7 @@ def test_a_parser_upgrade_reruns_the_llm_stage_from_cached_answers(tmp_path, mon
         first = Pipeline(full.run_dir, full.stages[:2]).run()  # data + synth only
         asked = server.requests
         assert asked == 6 and (exp.resolved_run_dir() / "llm-cache/reverse.cache.jsonl").exists()
-        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        pin_parser_edit(monkeypatch, ReverseTask)
         upgraded = build_pipeline(exp)
         assert [p.status for p in upgraded.plan()[:2]] == ["cached", "pending"]
         second = Pipeline(upgraded.run_dir, upgraded.stages[:2]).run()
@@ -150,7 +150,7 @@ def test_a_run_reusing_another_starts_from_its_llm_answers(tmp_path, monkeypatch
         asked = server.requests
         # a second run (another seed) after a parser upgrade: its synth stage is new, and its
         # LLM cache starts as a copy of the first run's, so nothing is asked again
-        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        pin_parser_edit(monkeypatch, ReverseTask)
         second = exp.model_copy(update={"run_dir": tmp_path / "run2", "seed": 4})
         upgraded = build_pipeline(second, reuse_from=[exp.resolved_run_dir()])
         assert [p.status for p in upgraded.plan()[:2]] == ["reusable", "pending"]

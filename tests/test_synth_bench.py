@@ -26,6 +26,7 @@ from dualview.synth.bench import (
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.testing import StubReply, StubServer, prompt_of
 from tests.gold_fixtures import instance
+from tests.helpers import pin_parser_edit
 
 DOMAINS = ("alpha", "beta", "gamma")
 KEYS = [f"{d}-{n:03d}" for d in DOMAINS for n in (1, 2)]
@@ -244,7 +245,7 @@ def test_a_parser_change_rejudges_the_benchmark_from_its_caches(
         config = bench_config(server.base_url, gold_dir)
         first = SynthBench(config, tmp_path / "out").run()
         asked = server.requests
-        monkeypatch.setattr(ReverseTask, "parser_version", ReverseTask.parser_version + 1)
+        pin_parser_edit(monkeypatch, ReverseTask)
         second = SynthBench(config, tmp_path / "out").run()
         assert server.requests == asked  # reversals replayed, judgements cached
     for shots, metrics in second["shots"].items():

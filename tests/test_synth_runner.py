@@ -30,6 +30,7 @@ from dualview.synth.runner import Runner, RunnerConfig, Shard, reason_code
 from dualview.synth.task import Outcome
 from dualview.synth.testing import StubReply, StubServer, prompt_of
 from dualview.synth.verify import VerifyTask
+from tests.helpers import pin_parser_edit
 
 FIXTURE = Path(__file__).parent / "fixtures" / "synth" / "orig.jsonl"
 
@@ -324,26 +325,20 @@ def test_broken_custom_template_stops_the_run(tmp_path: Path) -> None:
         runner.run(lambda: task.units(iter_records(FIXTURE)), tmp_path / "o.jsonl")
 
 
-def test_parser_version_changes_the_cache_key_only_when_bumped():
+def test_a_pinned_parser_edit_changes_the_cache_key_and_replays_the_older_ones(monkeypatch):
     from dualview.synth.reverse import ReverseTask
-    from dualview.synth.seed import SeedTask
 
-    seed = SeedTask()
-    seed.parser_version = 1
-    assert "parser_version" not in seed.fingerprint()  # version 1: old keys kept
+    before = ReverseTask().fingerprint()
+    version = pin_parser_edit(monkeypatch, ReverseTask)
     reverse = ReverseTask()
-    before = reverse.fingerprint()
-    assert before["parser_version"] == ReverseTask.parser_version
-    reverse.parser_version += 1
-    assert reverse.fingerprint() != before
+    assert reverse.fingerprint() != before and reverse.fingerprint()["parser_version"] == version
     assert reverse.earlier_fingerprints()[0] == before
-    assert "parser_version" not in reverse.earlier_fingerprints()[-1]
+    assert "parser_version" not in reverse.earlier_fingerprints()[-1]  # version 1: old keys
 
 
 class StricterReverse(ReverseTask):
-    """A parser change: answers for records whose id ends in 1 or 3 are now rejected."""
-
-    parser_version = ReverseTask.parser_version + 1
+    """A parser change: answers for records whose id ends in 1 or 3 are now rejected (with
+    `pin_parser_edit` on ReverseTask: the edit pinned as the next version)."""
 
     async def run(self, unit: list[Record], llm):
         outcome = await super().run(unit, llm)
@@ -352,11 +347,14 @@ class StricterReverse(ReverseTask):
         return outcome
 
 
-def test_a_parser_change_rejudges_cached_answers_without_asking_again(tmp_path: Path) -> None:
+def test_a_parser_change_rejudges_cached_answers_without_asking_again(
+    tmp_path: Path, monkeypatch
+) -> None:
     out = tmp_path / "dv.jsonl"
     with StubServer() as server:
         first = run_task(ReverseTask(), server.base_url, FIXTURE, out)
         asked = server.requests
+        pin_parser_edit(monkeypatch, ReverseTask)
         again = run_task(StricterReverse(), server.base_url, FIXTURE, out)
         assert server.requests == asked  # every answer came from the cache
         third = run_task(StricterReverse(), server.base_url, FIXTURE, out)

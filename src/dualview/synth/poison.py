@@ -90,7 +90,6 @@ class PoisonTask(TemplateTask):
     """The runner task for InF-IR poisoning; one ``orig`` record in, three records out."""
 
     name = "poison"
-    parser_version = 2  # 2: echo checks ignore punctuation
 
     def __init__(self, config: PoisonConfig | None = None) -> None:
         self.config = config or PoisonConfig()

@@ -165,12 +165,8 @@ def make_dv_record(record: Record, n_index: int, instruction: str, model: str) -
 
 
 class ReverseTask(TemplateTask):
-    """The runner task for polarity reversal."""
-
-    # 2: reworded copies of a worked example are rejected
-    # 3: an instruction that is a piece (>= 40 characters) of a passage is rejected
-    # 4: echo checks ignore punctuation; naming a prompt label (TARGET, [R1]) is rejected
-    parser_version = 4
+    """The runner task for polarity reversal (its parser version:
+    `dualview.synth.parser_versions`)."""
 
     name = "reverse"
 

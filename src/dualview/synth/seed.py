@@ -82,11 +82,6 @@ class SeedTask(TemplateTask):
     """The runner task that turns plain records into instruction-bearing ``orig`` records."""
 
     name = "seed"
-    # 2: an instruction cut from the positive, and a negative that is a piece or a near copy
-    # of the positive or of another negative, are rejected
-    # 3: an instruction that repeats (or is cut from) one of its negatives is rejected
-    # 4: echo checks ignore punctuation
-    parser_version = 4
 
     def __init__(self, config: SeedConfig | None = None) -> None:
         self.config = config or SeedConfig()

@@ -23,6 +23,7 @@ from dualview.synth.backends.base import (
     scoring_unsupported,
 )
 from dualview.synth.limits import Limits
+from dualview.synth.parser_versions import ParserVersion, parser_version
 from dualview.synth.parsing import clean_text
 
 Status = Literal["ok", "impossible", "rejected", "skipped", "error"]
@@ -211,25 +212,32 @@ class TemplateTask:
     unit; no task-level summary.
 
     The cache stores verdicts, not only raw answers, so a change to how a task parses or
-    judges answers must bump its ``parser_version``: cached results of the old parser are
-    then judged again, from their cached raw answers (the prompts are the same), instead of
-    being reused as they are.
+    judges answers changes its parser version, derived from the task's source
+    (`dualview.synth.parser_versions`): cached results of an older parser are then judged
+    again, from their cached raw answers (the prompts are the same), instead of being
+    reused as they are. A plugin's task declares its own ``parser_version``.
     """
 
     config: Any
     template: Any
-    parser_version: int = 1
+    parser_version: int = 1  # a plugin task's own; the built-in tasks' are derived
 
     def fingerprint(self) -> dict[str, Any]:
-        return self._fingerprint(self.parser_version)
+        version = self._parser_version()
+        return self._fingerprint(version.number, version.digest)
 
     def earlier_fingerprints(self) -> list[dict[str, Any]]:
-        return [self._fingerprint(v) for v in range(self.parser_version - 1, 0, -1)]
+        return [self._fingerprint(v) for v in self._parser_version().earlier()]
 
-    def _fingerprint(self, parser_version: int) -> dict[str, Any]:
+    def _parser_version(self) -> ParserVersion:
+        return parser_version(type(self), self.parser_version)
+
+    def _fingerprint(self, parser_version: int, digest: str | None = None) -> dict[str, Any]:
         parts = {"template": self.template.sha256, "config": config_key(self.config)}
         if parser_version > 1:  # version 1 keeps the keys of caches written before it
             parts["parser_version"] = parser_version
+        if digest is not None:  # source edited and not pinned: never reuse older answers
+            parts["parser_source"] = digest
         return parts
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Record]]:

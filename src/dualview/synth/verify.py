@@ -219,8 +219,6 @@ def load_distractor_pool(path: Path) -> list[Document]:
 class VerifyTask(TemplateTask):
     """The runner task for multiple-choice verification (kept = ``ok``, dropped = ``rejected``)."""
 
-    parser_version = 2  # 2: a bare [k] reply is accepted
-
     name = "verify"
 
     def __init__(self, config: VerifyConfig | None = None) -> None:
