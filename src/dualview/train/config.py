@@ -14,7 +14,6 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from dualview.config import StrictModel
 from dualview.models.config import LoraSettings, ModelConfig
 from dualview.registry import UnknownNameError
-from dualview.train.families import FAMILIES, pair_scoring_kinds
 from dualview.train.objectives import (
     ObjectiveSettings,
     build_objective,
@@ -151,6 +150,10 @@ class TrainConfig(StrictModel):
     def _objective_fits_kind(self) -> TrainConfig:
         # The kind's family says whether it scores pairs (a reranker) or embeds; the
         # objective whether it needs pairs scored. The messages list the registered choices.
+        # The families import the models (transformers): loaded when a config is validated,
+        # not when the CLI starts.
+        from dualview.train.families import FAMILIES, pair_scoring_kinds
+
         if self.model.kind not in FAMILIES:
             raise ValueError(FAMILIES.unknown_message(self.model.kind))
         family = FAMILIES.get(self.model.kind)
