@@ -166,3 +166,10 @@ def test_matched_additive_mix_trains_on_ins_orig_s_instances(tmp_path: Path) -> 
 
     assert origs("orig+dv", 248) == origs("ins-orig", 124)
     assert len(origs("ins-orig", 124)) == 124
+
+
+def test_a_gold_set_too_small_to_validate_on_writes_no_validation_set(tmp_path: Path) -> None:
+    one = [r for r in load_gold("train") if r.meta["instance"] == "food-001"]
+    write_jsonl(tmp_path / "train.jsonl", one)
+    assert write_validation_benchmark(tmp_path / "val", tmp_path) is None
+    assert not (tmp_path / "val").exists()

@@ -49,8 +49,9 @@ def gold_build(
 
     for folder in write_fold_benchmarks(out / "folds", out):
         console.print(f"wrote leave-domains-out test set: {folder}")
-    folder = write_validation_benchmark(out / "val", out)
-    console.print(f"wrote the validation set (select on it only): {folder}")
+    val = write_validation_benchmark(out / "val", out)
+    if val is not None:
+        console.print(f"wrote the validation set (select on it only): {val}")
     for split, info in result.counts["splits"].items():
         console.print(f"{split}: {info['instances']} instances, {info['records']} records")
     for name, path in result.paths.items():

@@ -135,8 +135,12 @@ def write_fold_benchmarks(
 
 def write_validation_benchmark(
     out_dir: str | Path = VAL_DIR, gold_dir: str | Path = GOLD_DIR
-) -> Path:
+) -> Path | None:
     """Write the validation split of the gold train data (`dualview.data.gold_validation`)
-    as a paired evaluation set ``out_dir`` (what ``-b gold-val`` reads)."""
-    export_paired(validation_records(VAL, gold_dir), out_dir)
+    as a paired evaluation set ``out_dir`` (what ``-b gold-val`` reads); none (None) when
+    the train split is too small to hold one out (a domain of one train instance keeps it)."""
+    records = validation_records(VAL, gold_dir)
+    if not records:
+        return None
+    export_paired(records, out_dir)
     return Path(out_dir)
