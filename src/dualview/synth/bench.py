@@ -346,6 +346,28 @@ def pointwise_judge(stats: JobStats, out: Path) -> dict[str, Any]:
     }
 
 
+def logodds_judge(stats: JobStats, out: Path) -> dict[str, Any]:
+    """The log-odds judge's check (`dualview.synth.verify`): gold positive = N* outscores P+
+    under the gold reversal; gold negative = N* does not outscore P+ under the original
+    instruction (the original-as-reversal control), i.e. P+ wins there. ``units`` counts
+    scenarios, one of each per gold pair."""
+    counts = stats.counts
+    common = {"unparsable_judgements": 0, "failed_unit_answers": failed_answers(out), **cost(stats)}
+    checks = {
+        role: proportion(counts.get(f"passed_{role}", 0), counts.get(f"judged_{role}", 0))
+        for role in ("dv", "orig")
+    }
+    positive = {"units": checks["dv"]["n"], **checks["dv"], **common}
+    negative = {"units": checks["orig"]["n"], **checks["orig"], **common}
+    return {
+        "scoring": "logodds",
+        "gold_positive": positive,
+        "gold_negative": negative,
+        **balanced(positive, negative),
+        "gold_units_passed": proportion(stats.outcomes.ok, stats.units),
+    }
+
+
 def _unparsable_units(stats: JobStats) -> int:
     """Units rejected only for an unparsable judgement (one scenario per control unit)."""
     return min(stats.counts.get("unparsable", 0), stats.outcomes.rejected)
@@ -395,7 +417,7 @@ class SynthBench:
     def run_judge(self, inputs: dict[str, Path]) -> dict[str, Any]:
         """The judge on the gold pairs (must pass) and on the negative control (must fail);
         a pointwise judge is checked on its per-passage verdicts (`pointwise_judge`)."""
-        if self.config.verify.scoring == "pointwise":
+        if self.config.verify.scoring != "choice":
             return self.run_pointwise_judge(inputs)
         verify = VerifyTask(self.config.verify)
         params = self.config.judge_sampling
@@ -420,6 +442,8 @@ class SynthBench:
         out = self.out / "judge" / "gold_pointwise.jsonl"
         verify = VerifyTask(self.config.verify)
         gold = self._run(verify, self.judge, self.config.judge_sampling, inputs["key_pairs"], out)
+        if self.config.verify.scoring == "logodds":
+            return logodds_judge(gold, out)
         return pointwise_judge(gold, out)
 
     def _candidate_params(self, index: int) -> SamplingParams:
@@ -603,7 +627,33 @@ def _trust_line(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _logodds_lines(judge: dict[str, Any]) -> list[str]:
+    """The log-odds judge's check: one comparison per instruction and gold pair."""
+    pos, neg = judge["gold_positive"], judge["gold_negative"]
+    rows = [
+        ("N* outscores P+ under the gold reversal", pos),
+        ("P+ outscores N* under the original (control: N* must not win)", neg),
+    ]
+    units = judge["gold_units_passed"]
+    return [
+        "| judge check (log-odds of yes per passage, both orders, compared) | comparisons "
+        "| accuracy [Wilson 95%] |",
+        "|---|---|---|",
+        *(f"| {name} | {c['n']} | {_pct(c['accuracy'])}{_ci(c['ci95'])} |" for name, c in rows),
+        f"| balanced (both) | {pos['units'] + neg['units']} "
+        f"| {_pct(judge['balanced_accuracy'])}{_ci(judge.get('balanced_ci95'))} |",
+        f"| gold pairs with both right | {units['n']} "
+        f"| {_pct(units['accuracy'])}{_ci(units['ci95'])} |",
+        "",
+        f"Judge s/unit: {_num(pos['seconds_per_record'])}; prompt tokens/unit: "
+        f"{_num(pos['tokens_in_per_record'])}.",
+        "",
+    ]
+
+
 def _judge_lines(judge: dict[str, Any]) -> list[str]:
+    if judge.get("scoring") == "logodds":
+        return _logodds_lines(judge)
     pos, neg = judge["gold_positive"], judge["gold_negative"]
     if judge.get("scoring") == "pointwise":
         checks = judge["by_check"]
