@@ -13,8 +13,9 @@ training: {base: configs/train/minilm-cpu.yaml, overrides: {max_steps: 40}}
 evaluation: {benchmarks: ["followir=src/dualview/demo/data/eval/followir"]}
 ```
 
-``path: gold:train`` (or ``gold:test``, or a leave-domains-out fold's ``gold:ldo-K-train`` /
-``gold:ldo-K-test``, see `dualview.data.gold_folds`) reads the bundled gold set; any
+``path: gold:train`` (or ``gold:test``, a leave-domains-out fold's ``gold:ldo-K-train`` /
+``gold:ldo-K-test``, see `dualview.data.gold_folds`, or the validation split's ``gold:fit`` /
+``gold:val``, see `dualview.data.gold_validation`) reads the bundled gold set; any
 other path is read with ``format`` (``dualview``, ``promptriever``, ``beir``, ...).
 """
 
