@@ -43,7 +43,30 @@ SHAPES: dict[str, dict[str, Any]] = {
         "intermediate_size": 4096,
         "max_position_embeddings": 514,
     },
+    # Qwen2.5-0.5B class decoder (the embedded LLM reranker's shape, 494M; GQA, SwiGLU)
+    "qwen2-0.5b": {
+        "model_type": "qwen2",
+        "causal": True,
+        "hidden_size": 896,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "intermediate_size": 4864,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": True,
+    },
     # CPU smoke tests
+    "tiny-lm": {
+        "model_type": "qwen2",
+        "causal": True,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 128,
+        "max_position_embeddings": 1024,
+        "tie_word_embeddings": True,
+    },
     "tiny": {
         "model_type": "bert",
         "hidden_size": 64,
@@ -65,16 +88,17 @@ def tokenizer_folder(name: str) -> str:
 def build_backbone(shape: str, tokenizer: str, out_dir: Path, seed: int = 0) -> Path:
     """Save a random-init backbone of ``shape`` with ``tokenizer`` into ``out_dir``."""
     import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_folder(tokenizer))
     spec = dict(SHAPES[shape])
     model_type = spec.pop("model_type")
+    causal = spec.pop("causal", False)  # a decoder for the LLM reranker: LM head included
     spec.setdefault("vocab_size", len(tok))
     # XLM-R derives position ids from the pad id: make it the tokenizer's.
     config = AutoConfig.for_model(model_type, pad_token_id=tok.pad_token_id, **spec)
     torch.manual_seed(seed)
-    model = AutoModel.from_config(config)
+    model = (AutoModelForCausalLM if causal else AutoModel).from_config(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)

@@ -16,11 +16,15 @@ time is recorded with its error while the script goes on. Parts, in order:
    (``--train-variants``; modifiers in ``gpu_train.py``): s/step, MFU, HFU, peak memory and
    the loss of every step against ``ours``. ``train.json``.
 3. ``st``: sentence-transformers' CachedMNRL on the same batches, once. ``st.json``.
-4. ``encode``: ``gpu_encode.py`` on 512-token texts for bert-base and XLM-R-large: ours with
+4. ``rerank``: the reranker families' steps on the same kind of records (listwise over each
+   record's 31 candidates, 16 records per step, pairs cut to 512 tokens): a cross-encoder on
+   the bert-base backbone and an LLM reranker on a random-init Qwen2.5-0.5B-shaped decoder,
+   each as today and with ``compile: layers`` (``--rerank-variants``). ``rerank.json``.
+5. ``encode``: ``gpu_encode.py`` on 512-token texts for bert-base and XLM-R-large: ours with
    8 and 16 tokenizer workers, the pre-tokenized ``ids`` path (the device-side ceiling, ids
    made once and shared by both shapes through the token-id cache) and sentence-transformers
    in fp32 and bf16. ``encode.json``.
-5. ``host``: ``host_ceiling.py`` with 1, 8 and 16 tokenizer workers (512-token texts).
+6. ``host``: ``host_ceiling.py`` with 1, 8 and 16 tokenizer workers (512-token texts).
    ``host.json``.
 
 The backbones are built once (random init) and shared by the parts. Progress lines carry
@@ -45,7 +49,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-PARTS = ("checks", "train", "st", "encode", "host")
+PARTS = ("checks", "train", "st", "rerank", "encode", "host")
 #: Training variants by default, most informative first (later ones are skipped when the
 #: train part's budget runs out).
 TRAIN_VARIANTS = (
@@ -57,12 +61,14 @@ TRAIN_VARIANTS = (
     "ours+packed",
     "ours+unfused",
 )
+#: Reranker variants (gpu_train.py's ``ce`` and ``llm`` families).
+RERANK_VARIANTS = "ce,ce+layers,llm,llm+layers"
 #: Encoding variants (gpu_encode.py): ours with the default 8 and with 16 tokenizer workers,
 #: the pre-tokenized ceiling, and sentence-transformers.
-DEFAULT_ENCODE = "st-fp32,st-bf16,ours,ours-w16,ids"
+DEFAULT_ENCODE = "st-fp32,st-bf16,ours,ours-w16,ids,ids+compile"
 #: Seconds per part on a GPU (about 6.5 minutes with the backbones), and on CPU (--tiny).
-BUDGETS = {"checks": 35, "train": 175, "st": 55, "encode": 70, "host": 35}
-TINY_BUDGETS = {"checks": 60, "train": 90, "st": 45, "encode": 60, "host": 60}
+BUDGETS = {"checks": 35, "train": 175, "st": 55, "rerank": 150, "encode": 70, "host": 35}
+TINY_BUDGETS = {"checks": 60, "train": 150, "st": 45, "rerank": 90, "encode": 60, "host": 60}
 #: A part's subprocess is killed this long after its budget (its JSON so far stays).
 GRACE_S = 15
 #: Share of the later parts' budgets kept for them when time runs short (``--total-s``).
@@ -98,9 +104,11 @@ def build_backbones(args: argparse.Namespace, folder: Path) -> dict[str, Path]:
     """One random-init backbone per shape the parts use, built once."""
     from _gpu import build_backbone
 
-    shapes = ["tiny"] if args.tiny else list(dict.fromkeys([args.train_shape, *args.encode_shapes]))
+    shapes = [args.train_shape] if {"train", "st"} & set(args.parts) else []
+    shapes += args.encode_shapes if {"encode", "host"} & set(args.parts) else []
+    shapes += [args.ce_shape, args.llm_shape] if "rerank" in args.parts else []
     built = {}
-    for shape in shapes:
+    for shape in dict.fromkeys(shapes):
         started = time.perf_counter()
         built[shape] = build_backbone(shape, args.tokenizer, folder / shape)
         log(f"backbone {shape} built in {time.perf_counter() - started:.1f} s")
@@ -118,6 +126,14 @@ def train_cmd(args: argparse.Namespace, backbone: Path, variants: str, out: Path
     cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--st-steps", "1"]
     cmd += ["--variants", variants, "--budget-s", str(budget), "--out", str(out)]
     return cmd
+
+
+def rerank_cmd(args: argparse.Namespace, backbones: Path, out: Path, budget: float):
+    """gpu_train.py's reranker families, their backbones built by `build_backbones`."""
+    cmd = train_cmd(args, backbones / args.train_shape, args.rerank_variants, out, budget)
+    cmd += ["--ce-backbone", str(backbones / args.ce_shape)]
+    cmd += ["--llm-backbone", str(backbones / args.llm_shape)]
+    return [*cmd, "--rerank-batch-size", "4" if args.tiny else "16"]
 
 
 def encode_cmd(args: argparse.Namespace, backbones: Path, out: Path) -> list[str]:
@@ -155,7 +171,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-variants", default=",".join(TRAIN_VARIANTS))
     parser.add_argument("--steps", type=int, default=2, help="timed training steps per variant")
     parser.add_argument("--warmup", type=int, default=1, help="untimed first steps")
+    parser.add_argument("--rerank-variants", default=RERANK_VARIANTS)
     parser.add_argument("--encode-variants", default=DEFAULT_ENCODE)
+    parser.add_argument("--encode-shapes", default="bert-base,xlmr-large", help="GPU shapes")
     parser.add_argument("--encode-n", type=int, default=None, help="texts per encode case")
     parser.add_argument("--host-workers", default="1,8,16")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every part budget")
@@ -167,10 +185,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown part(s) {unknown} (known: {', '.join(PARTS)})")
     args.train_shape = "tiny" if args.tiny else "xlmr-large"
-    args.encode_shapes = ["tiny"] if args.tiny else ["bert-base", "xlmr-large"]
+    args.encode_shapes = ["tiny"] if args.tiny else [x for x in args.encode_shapes.split(",") if x]
+    args.ce_shape = "tiny" if args.tiny else "bert-base"
+    args.llm_shape = "tiny-lm" if args.tiny else "qwen2-0.5b"
     if args.tiny:
         if args.train_variants == ",".join(TRAIN_VARIANTS):
             args.train_variants = "ours,ours+bucket64,ours+packed"
+        if args.rerank_variants == RERANK_VARIANTS:
+            args.rerank_variants = "ce,llm"
         if args.encode_variants == DEFAULT_ENCODE:
             args.encode_variants = "st-fp32,ours,ids"
         args.encode_n = args.encode_n or 48
@@ -187,6 +209,8 @@ def command(name: str, args: argparse.Namespace, work: Path, budget: float) -> l
     if name in ("train", "st"):
         variants = args.train_variants if name == "train" else "st"
         return train_cmd(args, backbone, variants, out, budget)
+    if name == "rerank":
+        return rerank_cmd(args, work / "backbones", out, budget)
     if name == "encode":
         return encode_cmd(args, work / "backbones", out)
     return host_cmd(args, work / "backbones", out)
@@ -227,6 +251,8 @@ def percent(value: float | None) -> str:
 
 
 def train_rows(data: dict[str, Any] | None, st: dict[str, Any] | None) -> list[str]:
+    """One row per variant; ``x base``: against its family's variant without modifiers
+    (``ours`` for the baselines)."""
     results = (data or {}).get("results", []) + (st or {}).get("results", [])
     ours = next((r for r in results if r["variant"] == "ours" and "s_per_step" in r), None)
     rows = []
@@ -234,13 +260,15 @@ def train_rows(data: dict[str, Any] | None, st: dict[str, Any] | None) -> list[s
         if "s_per_step" not in r:
             rows.append(f"  {r['variant']:26} {r.get('error') or r.get('skipped')}"[:160])
             continue
-        ratio = ours["s_per_step"] / r["s_per_step"] if ours else None
+        ratio = r.get("speedup_vs_ours")
+        if r["variant"] == "st" and ours:  # st.json has no ours of its own
+            ratio = ours["s_per_step"] / r["s_per_step"]
         losses = r.get("losses_vs_ours") or {}
         mem = r.get("peak_memory_gib")
         rows.append(
             f"  {r['variant']:26} {r['s_per_step']:7.3f} s/step  MFU {percent(r.get('mfu')):>6}"
             f"  HFU {percent(r.get('hfu')):>6}  mem {mem if mem is None else round(mem, 1)!s:>5}"
-            f"  x ours {ratio if ratio is None else round(ratio, 2)!s:>5}"
+            f"  x base {ratio if ratio is None else round(ratio, 2)!s:>5}"
             f"  loss max|d| {losses.get('max_abs_diff', '-')!s:.6}"
             f"  replay {r.get('gradcache_replay_max_abs_diff', '-')!s:.6}"
         )
@@ -287,6 +315,7 @@ def summary(args: argparse.Namespace, parts: list[dict[str, Any]]) -> dict[str, 
     sections = {
         "checks": check_rows(loaded.get("checks")),
         "train": train_rows(loaded.get("train"), loaded.get("st")),
+        "rerank": train_rows(loaded.get("rerank"), None),
         "encode": encode_rows(loaded.get("encode")),
         "host": host_rows(loaded.get("host")),
     }

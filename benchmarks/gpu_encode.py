@@ -10,6 +10,8 @@ configs, :mod:`_gpu`; tokenizer from ``--tokenizer``) and each text profile (``-
 - ``ours``: :class:`dualview.retrieval.encode.Encoder` with the cache off and its default
   precision (bf16 on CUDA, fp32 on CPU), tokenizer workers on CUDA;
 - ``ours-wN``: the same with ``N`` tokenizer worker processes;
+- ``ids+compile``: ``ids`` with each transformer layer compiled (``Encoder(compile=True)``;
+  one untimed encoding of all texts first compiles every width it will see);
 - ``ids``: ``Encoder(token_cache=...)``, the device-side ceiling: token ids made once
   (`dualview.models.token_cache`, shared by every shape: they all use ``--tokenizer``, so
   the second shape reads the first's ids back) by one untimed encoding (``ids_prepare_s``),
@@ -55,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_encode.json"
 VARIANTS = ("st-fp32", "st-bf16", "ours")
 #: Every variant name this script knows (``ours-wN``: N tokenizer workers).
-KNOWN = ("st-fp32", "st-bf16", "ours", "ours-wN", "ids")
+KNOWN = ("st-fp32", "st-bf16", "ours", "ours-wN", "ids", "ids+compile")
 #: Texts per (shape, profile) by default: about 4 minutes for the four GPU cases on an H100.
 DEFAULT_N = {
     ("bert-base", "msmarco"): 20_000,
@@ -137,10 +139,10 @@ def make_variants(
             variants[name] = Variant(st(model), model)
         elif name == "st-bf16":
             variants[name] = Variant(st(half), half)
-        elif name == "ids":
+        elif name in ("ids", "ids+compile"):  # + each layer compiled (Encoder(compile=True))
             ids = Encoder(
                 model, batch_size=args.batch_size, cache=False, show_progress=False,
-                token_cache=token_cache,
+                token_cache=token_cache, compile=name == "ids+compile",
             )  # fmt: skip
             variants[name] = Variant(ids.encode, None, ids)
         else:  # ours, ours-wN
@@ -242,6 +244,10 @@ def bench_case(
         variants["ids"].encode(texts)
         extra["ids_prepare_s"] = round(time.perf_counter() - started, 3)
         extra["ids_cache"] = {"hits": token_cache.hits, "misses": token_cache.misses}
+    if "ids+compile" in variants:  # untimed too: the compile of every width it will see
+        started = time.perf_counter()
+        variants["ids+compile"].encode(texts)
+        extra["compile_warmup_s"] = round(time.perf_counter() - started, 3)
     log(f"[{shape}/{kind}] {n} texts, mean {sum(lengths) / n:.0f} tokens; warming up")
     for variant in variants.values():
         variant.encode(texts[: 4 * args.batch_size])
@@ -285,6 +291,9 @@ def bench_case(
         if "st-fp32" in runs and not name.startswith("st-"):
             cosine = min_cosine(runs[name]["vectors"][:n_base], runs["st-fp32"]["vectors"])
             case[f"{name}_min_cosine_vs_st_fp32"] = round(cosine, 6)
+    if "ids" in runs and "ids+compile" in runs:  # compiled layers against eager, all texts
+        cosine = min_cosine(runs["ids+compile"]["vectors"], runs["ids"]["vectors"])
+        case["compile_min_cosine_vs_ids"] = round(cosine, 6)
     if "ours_min_cosine_vs_st_fp32" in case:  # the key before variants were chosen
         case["min_cosine_vs_st_fp32"] = case["ours_min_cosine_vs_st_fp32"]
     return case

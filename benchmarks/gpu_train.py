@@ -15,7 +15,12 @@ or ``msmarco`` (MS MARCO passage lengths)), and runs the real trainer
 - ``ours-compile``: ``ours`` with ``compile: true``;
 - ``st``: sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache, mini-batch
   32) on the same batches, bf16 autocast, AdamW: it encodes every (query, document) column;
-- ``ours+MOD+MOD...``: ``ours`` with options of the trainer (`MODIFIERS`): ``unfused``
+- ``ce`` and ``llm``: the reranker steps on the same records (listwise over each record's
+  1 + ``--negatives`` candidates, ``--rerank-batch-size`` records per step): a cross-encoder
+  on a ``--ce-shape`` backbone (bert-base) and an LLM reranker on a random-init
+  ``--llm-shape`` decoder (Qwen2.5-0.5B class); GradCache ``auto`` as for ``ours``;
+- ``ours+MOD+MOD...`` (also ``ce+MOD``, ``llm+MOD``): options of the trainer (`MODIFIERS`):
+  ``noretain`` (``gradcache_retain_last: false``: every chunk runs twice, as before), ``unfused``
   (``optim.fused: false``), ``compile`` (whole backbone, dynamic shapes), ``layers``
   (``compile: layers``), ``bucketN`` (``pad_multiple: N``), ``packed`` (``model.unpadded``,
   kernel ``auto``), ``flash`` (packed through ``varlen_kernel: torch_flash``), ``tokensN``
@@ -51,14 +56,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from _gpu import build_backbone, make_texts, vocabulary_words
+from _gpu import SHAPES, build_backbone, make_texts, vocabulary_words
 from _machine import machine_end, machine_line, machine_start
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_train.json"
 VARIANTS = ("fixed32", "ours", "ours-compile", "st")
+#: Variants that take modifiers: the bi-encoder and the two reranker families.
+FAMILY_BASES = {"ours": "bi_encoder", "ce": "cross_encoder", "llm": "llm_reranker"}
 #: ``ours+MOD``: what each modifier sets in the training config (``N``: a number).
-MODIFIERS = ("unfused", "compile", "layers", "bucketN", "packed", "flash", "tokensN", "profile")
+MODIFIERS = (
+    "noretain", "unfused", "compile", "layers", "bucketN", "packed", "flash", "tokensN", "profile"
+)  # fmt: skip
 
 
 def parse_variant(name: str) -> tuple[str, list[str]]:
@@ -66,8 +75,9 @@ def parse_variant(name: str) -> tuple[str, list[str]]:
     if name == "ours-compile":  # the name before modifiers existed
         return "ours", ["compile"]
     base, *mods = name.split("+")
-    if base not in ("fixed32", "ours", "st") or (mods and base != "ours"):
-        raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)}, ours+MOD)")
+    if base not in ("fixed32", "st", *FAMILY_BASES) or (mods and base not in FAMILY_BASES):
+        known = ", ".join((*VARIANTS, "ce", "llm"))
+        raise ValueError(f"unknown variant {name!r} (known: {known}, ours/ce/llm+MOD)")
     for mod in mods:
         stem = mod.rstrip("0123456789")
         number = mod[len(stem) :]
@@ -83,7 +93,9 @@ def apply_modifiers(settings: dict, mods: list[str]) -> None:
     for mod in mods:
         stem = mod.rstrip("0123456789")
         number = int(mod[len(stem) :]) if mod != stem else None
-        if stem == "unfused":
+        if stem == "noretain":
+            settings["gradcache_retain_last"] = False
+        elif stem == "unfused":
             settings["optim"]["fused"] = False
         elif stem == "compile":
             settings["compile"] = True
@@ -143,6 +155,9 @@ def write_records(path: Path, args: argparse.Namespace) -> None:
 def train_config(args: argparse.Namespace, variant: str, model_dir: Path, work: Path):
     from dualview.train.config import TrainConfig
 
+    base, mods = parse_variant(variant)
+    if base in ("ce", "llm"):
+        return _reranker_config(args, variant, base, mods, work)
     settings = {
         "model": {
             "name_or_path": str(model_dir),
@@ -158,13 +173,44 @@ def train_config(args: argparse.Namespace, variant: str, model_dir: Path, work: 
         "optim": {"warmup_steps": 0, "schedule": "constant"},
         "seed": 1,
     }
-    base, mods = parse_variant(variant)
     if base == "fixed32":
         settings.update(gradcache_chunk_size=32)
         settings["data"]["num_workers"] = 0
     else:
         settings.update(gradcache_chunk_size="auto")
         apply_modifiers(settings, mods)
+    return TrainConfig.model_validate(settings)
+
+
+def _reranker_config(args: argparse.Namespace, variant: str, base: str, mods, work: Path):
+    """A reranker family's step on the same records: listwise over each record's candidates,
+    the query with its instruction cut to 64 tokens (a quarter on short ``--max-length``),
+    the pair to ``--max-length``."""
+    from dualview.train.config import TrainConfig
+
+    folder = args.ce_backbone if base == "ce" else args.llm_backbone
+    settings = {
+        "model": {
+            "kind": FAMILY_BASES[base],
+            "name_or_path": str(folder),
+            "query_max_length": min(64, args.max_length // 4),
+            "document_max_length": args.max_length - min(64, args.max_length // 4),
+            "query_template": "{query} {instruction}",
+            # transformers loads the decoder folder's WordPiece vocabulary as its own
+            # byte-level tokenizer (one token per character): single-letter answers
+            **({"llm_reranker": {"answers": ["y", "n"]}} if base == "llm" else {}),
+        },
+        "data": {"train_file": str(work / "train.jsonl"), "num_negatives": args.negatives},
+        "loss": {"objective": "rerank_listwise", "temperature": 1.0},
+        "output_dir": str(work / variant),
+        "batch_size": args.rerank_batch_size,
+        "max_steps": args.warmup + args.steps,
+        "checkpoint_every": 10_000,
+        "optim": {"warmup_steps": 0, "schedule": "constant"},
+        "seed": 1,
+        "gradcache_chunk_size": "auto",
+    }
+    apply_modifiers(settings, mods)
     return TrainConfig.model_validate(settings)
 
 
@@ -176,7 +222,8 @@ def run_ours(args: argparse.Namespace, variant: str, model_dir: Path, work: Path
     trainer.save_model = lambda: None  # the benchmark keeps no model (saving takes seconds)
     profile = "profile" in parse_variant(variant)[1]
     table = profiled(trainer.train) if profile else (trainer.train(), None)[1]
-    replay = replay_difference(trainer)
+    bi_encoder = trainer.config.model.kind == "bi_encoder"  # the rerankers': test_gradcache
+    replay = replay_difference(trainer) if bi_encoder else None
     log = [json.loads(line) for line in (work / variant / LOG_FILE).read_text().splitlines()]
     timed = log[args.warmup :]
     seconds = timed[-1]["elapsed_s"] - log[args.warmup - 1]["elapsed_s"]
@@ -328,8 +375,10 @@ def spawn(
     its stacks and is reported as failed."""
     cmd = [sys.executable, __file__, "--worker", variant, "--model-dir", str(model_dir)]
     cmd += ["--work", str(work), "--stall-s", str(round(limit, 1))]
-    for key in ("batch_size", "negatives", "steps", "warmup", "st_steps", "max_length"):
-        cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    keys = ("batch_size", "rerank_batch_size", "negatives", "steps", "warmup", "st_steps")
+    for key in (*keys, "max_length", "ce_backbone", "llm_backbone"):
+        if getattr(args, key) is not None:
+            cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     cmd += ["--texts", args.texts, "--tokenizer", args.tokenizer]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     log(f"[{variant}] running (limit {limit:.0f} s)")
@@ -386,6 +435,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--backbone", type=Path, help="reuse this backbone folder (--shape's)")
     parser.add_argument("--texts", default="long", choices=["long", "msmarco"])
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--rerank-batch-size", type=int, default=16, help="records per step of ce / llm"
+    )
+    parser.add_argument("--ce-shape", default="bert-base", choices=sorted(SHAPES))
+    parser.add_argument("--llm-shape", default="qwen2-0.5b", choices=sorted(SHAPES))
+    parser.add_argument("--ce-backbone", type=Path, help="reuse this cross-encoder backbone")
+    parser.add_argument("--llm-backbone", type=Path, help="reuse this decoder folder")
     parser.add_argument("--negatives", type=int, default=30)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--steps", type=int, default=5)
@@ -414,8 +470,11 @@ def finish(results: list[dict], peak: float | None) -> None:
     for r in by_name.values():
         r["mfu"] = r["tflops"] / peak if peak else None  # PaLM: forward + backward
         r["hfu"] = r["hw_tflops"] / peak if peak else None  # + GradCache's no-grad pass
-    base, ours = by_name.get("fixed32"), by_name.get("ours")
+    base = by_name.get("fixed32")
     for r in by_name.values():
+        # against its family's variant without modifiers (ours for fixed32 and st)
+        family = parse_variant(r["variant"])[0]
+        ours = by_name.get(family if family in FAMILY_BASES else "ours")
         r["speedup_vs_fixed32"] = base["s_per_step"] / r["s_per_step"] if base else None
         r["speedup_vs_ours"] = ours["s_per_step"] / r["s_per_step"] if ours else None
         if ours and r is not ours and r.get("losses"):
@@ -446,7 +505,7 @@ def write_result(args: argparse.Namespace, info: dict, peak, results: list[dict]
 def print_table(result: dict) -> None:
     print(
         f"{'variant':24} {'s/step':>7} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
-        f"{'HFU':>6} {'pad':>5} {'mem GiB':>7} {'x fixed32':>9} {'x ours':>6} {'loss max|d|':>11}"
+        f"{'HFU':>6} {'pad':>5} {'mem GiB':>7} {'x fixed32':>9} {'x base':>6} {'loss max|d|':>11}"
     )
     for r in result["results"]:
         if "s_per_step" not in r:
@@ -485,6 +544,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-train-") as tmp:
         work = Path(tmp)
         model_dir = args.backbone or build_backbone(args.shape, args.tokenizer, work / "backbone")
+        bases = {parse_variant(v)[0] for v in args.variants}
+        if "ce" in bases and args.ce_backbone is None:
+            args.ce_backbone = build_backbone(args.ce_shape, args.tokenizer, work / "ce")
+        if "llm" in bases and args.llm_backbone is None:
+            args.llm_backbone = build_backbone(args.llm_shape, args.tokenizer, work / "llm")
         write_records(work / "train.jsonl", args)
         for variant in args.variants:
             left = deadline - time.monotonic()

@@ -28,10 +28,10 @@ def test_tiny_run_writes_every_part(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "==== summary ====" in proc.stdout
-    names = {"checks", "train", "st", "encode", "host", "gpu_all"}
+    names = {"checks", "train", "st", "rerank", "encode", "host", "gpu_all"}
     assert {p.stem for p in out.glob("*.json")} == names
     summary = json.loads((out / "gpu_all.json").read_text())
-    assert [p["status"] for p in summary["parts"]] == ["ok"] * 5
+    assert [p["status"] for p in summary["parts"]] == ["ok"] * 6
 
     checks = {c["name"]: c for c in json.loads((out / "checks.json").read_text())["checks"]}
     assert checks["packed-nested"]["embeddings_rel_err"] < 1e-5
@@ -42,6 +42,11 @@ def test_tiny_run_writes_every_part(tmp_path: Path) -> None:
     assert "torch_flash: needs CUDA" in train["ours+flash"]["error"]
     # bucketed widths: the same losses as ours, step by step (dropout masks too: max 64)
     assert train["ours+bucket64"]["losses_vs_ours"]["max_abs_diff"] < 1e-4
+    rerank = {r["variant"]: r for r in json.loads((out / "rerank.json").read_text())["results"]}
+    assert set(rerank) == {"ce", "llm"}
+    for family in rerank.values():  # the reranker steps ran (pairs, not texts) and trained
+        assert family["s_per_step"] > 0 and family["documents_per_step"] == 4 * 4
+        assert len(family["losses"]) == 2 and family["speedup_vs_ours"] == 1.0
     st = json.loads((out / "st.json").read_text())["results"]
     assert st[0]["variant"] == "st" and st[0]["s_per_step"] > 0
 

@@ -95,7 +95,8 @@ class ModelShape:
         linear = sum(
             module.weight.numel()
             for name, module in model.named_modules()
-            if isinstance(module, nn.Linear) and "pooler" not in name  # pooler: 1 token/seq
+            # pooler: 1 token per sequence; lm_head: the LLM reranker reads the last position only
+            if isinstance(module, nn.Linear) and "pooler" not in name and "lm_head" not in name
         )
         config = model.config
         heads = getattr(config, "num_attention_heads", 0) or 0
