@@ -17,6 +17,7 @@ from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import FIRST_STAGES, EvalContext, retrieve
 from dualview.eval.two_stage import RerankSettings
 from dualview.pipeline.experiment import EvaluationSpec
+from dualview.pipeline.params import EvalParams
 
 DOCS = {
     "a": Document(id="a", text="apple pie recipe with apple"),
@@ -76,13 +77,17 @@ def test_an_unknown_first_stage_names_both_bm25_kinds() -> None:
         RerankSettings(first_stage="bm25s").check([])
 
 
+def _key(spec: EvaluationSpec) -> dict:
+    return EvalParams.of(spec, {}).key()["evaluation"]
+
+
 def test_an_experiment_with_the_bm25_first_stage_keys_its_evaluation_by_the_library() -> None:
     """A ``bm25`` evaluation stage cached when ``bm25`` was the hand-written index does not
     match today's key (it is rerun); other experiments keep their keys."""
     spec = {"benchmarks": ["phenomena"]}
-    plain = EvaluationSpec.model_validate(spec).key_params()
+    plain = _key(EvaluationSpec.model_validate(spec))
     assert "bm25" not in plain["rerank"]
     builtin = EvaluationSpec.model_validate({**spec, "rerank": {"first_stage": "bm25-builtin"}})
-    assert "bm25" not in builtin.key_params()["rerank"]
+    assert "bm25" not in _key(builtin)["rerank"]
     library = EvaluationSpec.model_validate({**spec, "rerank": {"first_stage": "bm25"}})
-    assert library.key_params()["rerank"]["bm25"] == bm25_fingerprint("bm25")
+    assert _key(library)["rerank"]["bm25"] == bm25_fingerprint("bm25")

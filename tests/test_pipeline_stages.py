@@ -4,6 +4,7 @@ import pytest
 
 from dualview.errors import DualviewError, Interrupted
 from dualview.pipeline.experiment import EvaluationSpec
+from dualview.pipeline.params import EvalParams
 from dualview.pipeline.stages import Pipeline, Stage, read_done
 
 
@@ -202,9 +203,10 @@ def test_run_folders_keyed_by_input_paths_are_still_found(tmp_path, monkeypatch)
 
 def test_evaluation_precision_enters_the_stage_key_only_when_set():
     auto = EvaluationSpec(benchmarks=["phenomena"])
-    assert "precision" not in auto.key_params()  # keys from before the field still match
-    assert auto.key_params() == {k: v for k, v in auto.model_dump().items() if k != "precision"}
+    key = EvalParams.of(auto, {}).key()["evaluation"]
+    assert "precision" not in key  # keys from before the field still match
+    assert key == {k: v for k, v in auto.model_dump().items() if k != "precision"}
     fp32 = EvaluationSpec(benchmarks=["phenomena"], precision="fp32")
-    assert fp32.key_params()["precision"] == "fp32"
+    assert EvalParams.of(fp32, {}).key()["evaluation"]["precision"] == "fp32"
     with pytest.raises(ValueError, match="precision"):
         EvaluationSpec(benchmarks=["phenomena"], precision="fp64")

@@ -49,6 +49,15 @@ from dualview.io.atomic import AtomicJsonlWriter, atomic_write_text, write_jsonl
 from dualview.io.files import count_lines
 from dualview.models.saved import saved_kind
 from dualview.pipeline.experiment import GOLD_PREFIX, Experiment, MixSpec, SourceSpec
+from dualview.pipeline.params import (
+    EvalParams,
+    MixParams,
+    RecordsParams,
+    SeedParams,
+    SynthParams,
+    TrainParams,
+    VerifyParams,
+)
 from dualview.pipeline.stages import Pipeline, Stage
 from dualview.run_folder import CONFIGURATIONS_FILE, manifest_path_text
 
@@ -386,19 +395,15 @@ def _local_benchmark_inputs(specs: list[str]) -> list[Path]:
     return paths
 
 
-def extra_dv_param(exp: Experiment) -> dict[str, str]:
-    """The pairing policy as a stage parameter; the default is left out so that stage keys
-    made before the option existed stay valid."""
-    return {} if exp.extra_dv == "error" else {"extra_dv": exp.extra_dv}
-
-
 def data_stage(exp: Experiment, reuse: tuple[Path, ...] = ()) -> Stage:
     """The records the experiment starts from: read from a source, or seeded by the LLM."""
     if exp.instructions is not None:
         return Stage(
             "data",
             instructions_stage(exp),
-            params={"instructions": exp.instructions.model_dump(), "limit": exp.synthesis.limit},
+            params=RecordsParams(
+                instructions=exp.instructions.model_dump(), limit=exp.synthesis.limit
+            ),
             inputs=exp.instructions.input_files(),
             description="read the instruction records",
         )
@@ -406,11 +411,11 @@ def data_stage(exp: Experiment, reuse: tuple[Path, ...] = ()) -> Stage:
     return Stage(
         "data",
         seed_stage(exp, reuse),
-        params={
-            "seeding": exp.seeding.model_dump(),
-            "limit": exp.synthesis.limit,
-            "task": task_fingerprint("seed", exp.seeding.job),
-        },
+        params=SeedParams(
+            seeding=exp.seeding.model_dump(),
+            limit=exp.synthesis.limit,
+            task=task_fingerprint("seed", exp.seeding.job),
+        ),
         inputs=exp.seeding.source.input_files(),
         description="seed instructions from plain qrels with the LLM",
     )
@@ -426,10 +431,9 @@ def dual_view_stages(exp: Experiment, reuse: tuple[Path, ...] = ()) -> tuple[lis
             Stage(
                 "synth",
                 synth_stage(exp, reuse),
-                params={
-                    "job": exp.synthesis.job,
-                    "task": task_fingerprint("reverse", exp.synthesis.job),
-                },
+                params=SynthParams(
+                    job=exp.synthesis.job, task=task_fingerprint("reverse", exp.synthesis.job)
+                ),
                 after=["data"],
                 description="reverse instruction polarity (dual views)",
             )
@@ -440,11 +444,11 @@ def dual_view_stages(exp: Experiment, reuse: tuple[Path, ...] = ()) -> tuple[lis
             Stage(
                 "verify",
                 verify_stage(exp, dv_stage, reuse),
-                params={
-                    "job": exp.verification.job,
-                    "task": task_fingerprint("verify", exp.verification.job),
-                    **extra_dv_param(exp),
-                },
+                params=VerifyParams(
+                    job=exp.verification.job,
+                    task=task_fingerprint("verify", exp.verification.job),
+                    extra_dv=exp.extra_dv,
+                ),
                 after=list(dict.fromkeys(["data", dv_stage])),
                 description="LLM judge keeps swaps that hold",
             )
@@ -466,12 +470,12 @@ def training_stages(
             Stage(
                 mix_name,
                 mix_stage(exp, spec, dv_stage),
-                params={
-                    "mix": spec.model_dump(mode="json"),
-                    "seed": exp.seed,
-                    "negatives": exp.negatives.model_dump(mode="json"),
-                    **extra_dv_param(exp),
-                },
+                params=MixParams(
+                    mix=spec.model_dump(mode="json"),
+                    seed=exp.seed,
+                    negatives=exp.negatives.model_dump(mode="json"),
+                    extra_dv=exp.extra_dv,
+                ),
                 after=list(dict.fromkeys(["data", dv_stage])),
                 description=f"build the {spec.name} training mix",
             )
@@ -482,7 +486,7 @@ def training_stages(
                 Stage(
                     stage_name,
                     train_stage(exp, backbone, mix_name, allow_config_change),
-                    params={"train": train_config_dict(exp, backbone)},
+                    params=TrainParams(train=train_config_dict(exp, backbone)),
                     after=[mix_name],
                     description=f"train {label or 'the model'} on {spec.name}",
                 )
@@ -500,7 +504,7 @@ def evaluation_stages(exp: Experiment, trained: dict[str, str]) -> list[Stage]:
     evaluation = Stage(
         "eval",
         eval_stage(exp, trained, bases),
-        params={"evaluation": exp.evaluation.key_params(), "bases": bases},
+        params=EvalParams.of(exp.evaluation, bases),
         inputs=_local_benchmark_inputs(exp.evaluation.benchmarks),
         after=list(trained.values()),
         description="evaluate base and trained models",

@@ -27,7 +27,6 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from dualview.config import StrictModel, load_config
-from dualview.data.bm25 import bm25_fingerprint
 from dualview.data.mix import PRESETS
 from dualview.data.negatives import NegativeConfig
 from dualview.data.pairing import ExtraDv
@@ -158,18 +157,6 @@ class EvaluationSpec(StrictModel):
     rerank: RerankSpec = Field(default_factory=RerankSpec)
     # auto: bf16/fp16 on a GPU, fp32 on CPU (`dualview.retrieval.inference.resolve_precision`)
     precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-
-    def key_params(self) -> dict[str, Any]:
-        """The stage-key form: ``precision`` only when set, so that keys from before the
-        field existed (all ``auto``) still match; a ``bm25`` first stage adds its fingerprint
-        (the `bm25s` version and recipe), so an evaluation from when ``bm25`` was the
-        hand-written one (now ``bm25-builtin``) is rerun, not reused."""
-        params = self.model_dump()
-        if params["precision"] == "auto":
-            del params["precision"]
-        if self.rerank.first_stage == "bm25":
-            params["rerank"]["bm25"] = bm25_fingerprint("bm25")
-        return params
 
     @field_validator("benchmarks")
     @classmethod

@@ -1,10 +1,11 @@
 """Cached, resumable stage execution.
 
-A `Stage` is a named step with JSON-able ``params``, input files and upstream stages.
-Its **key** hashes the params, the content of its input files (not their paths: a project
-moved to another folder, or the bundled gold set read from an installed wheel instead of a
-checkout, keeps its keys) and the keys of its upstream stages, so the output folder
-``RUN_DIR/<name>-<key12>/`` changes exactly when something the stage depends on changes:
+A `Stage` is a named step with its ``params`` (a frozen `StageParams` model; see there),
+input files and upstream stages. Its **key** hashes the params' key form, the content of
+its input files (not their paths: a project moved to another folder, or the bundled gold
+set read from an installed wheel instead of a checkout, keeps its keys) and the keys of its
+upstream stages, so the output folder ``RUN_DIR/<name>-<key12>/`` changes exactly when
+something the stage depends on changes:
 
 - a finished stage (``.done.json`` present, same key) is skipped on rerun;
 - an unfinished one (folder present, no ``.done.json``) is re-entered in the same folder, and
@@ -30,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from dualview.errors import DualviewError, warn_once
 from dualview.io.atomic import atomic_write_text
@@ -62,20 +65,39 @@ def hash_path(path: Path) -> str:
     return digest.hexdigest()
 
 
+class StageParams(BaseModel):
+    """What a stage's key hashes besides its inputs and upstream keys: a frozen model whose
+    key form (`key`) holds every field without a default, and a field with a default only
+    when its value differs from it. So a field added later with a default (keeping the old
+    behaviour) leaves every existing key, and so every finished stage folder, valid; the
+    fields that were keyed before are declared without a default. The stages of an
+    experiment have theirs in `dualview.pipeline.params`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def key(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def key_params(params: StageParams | dict[str, Any]) -> dict[str, Any]:
+    """The key form of a stage's params (a plain mapping, e.g. a test's, as it is)."""
+    return params.key() if isinstance(params, StageParams) else params
+
+
 @dataclass
 class Stage:
     """One step of an experiment; ``fn(out_dir, upstream_dirs)`` does the work."""
 
     name: str
     fn: StageFn
-    params: dict[str, Any] = field(default_factory=dict)
+    params: StageParams | dict[str, Any] = field(default_factory=dict)
     inputs: list[Path] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
     description: str = ""
 
 
 def _digest(stage: Stage, upstream: dict[str, str], **inputs: Any) -> str:
-    payload = {"version": PIPELINE_VERSION, "name": stage.name, "params": stage.params}
+    payload = {"version": PIPELINE_VERSION, "name": stage.name, "params": key_params(stage.params)}
     payload.update(inputs, after=upstream)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -193,7 +215,7 @@ class Pipeline:
             item.out_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(
                 item.out_dir / "params.json",
-                json.dumps(item.stage.params, indent=2, sort_keys=True, default=str),
+                json.dumps(key_params(item.stage.params), indent=2, sort_keys=True, default=str),
             )
             started = time.time()
             upstream = {dep: outputs[dep] for dep in item.stage.after}

@@ -1,0 +1,91 @@
+"""What each stage of an experiment is keyed by (`dualview.pipeline.stages.StageParams`).
+
+One frozen model per stage kind, built from the experiment by `dualview.pipeline.build`.
+The fields declared without a default are those every key has held since the stage
+existed; a field with a default is keyed only when set to something else, so adding one
+(with the default that keeps the old behaviour) keeps every key and finished stage folder.
+A nested experiment section is keyed as its whole JSON dump, as it always was, except the
+evaluation section, which has its own models: ``extra="forbid"`` makes a field added to
+`EvaluationSpec` (or its ``rerank``) an error here until it is declared, with a default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualview.data.bm25 import bm25_fingerprint
+from dualview.data.pairing import ExtraDv
+from dualview.pipeline.experiment import EvaluationSpec
+from dualview.pipeline.stages import StageParams
+
+
+class RecordsParams(StageParams):
+    """``data`` read from the experiment's instruction records."""
+
+    instructions: dict[str, Any]
+    limit: int | None
+
+
+class SeedParams(StageParams):
+    """``data`` seeded by the LLM; ``task``: the seed task's fingerprint."""
+
+    seeding: dict[str, Any]
+    limit: int | None
+    task: dict[str, Any]
+
+
+class SynthParams(StageParams):
+    """``synth``: the reverse job as written and the task's fingerprint (prompt template
+    hash, task settings, parser version: `dualview.synth.parser_versions`)."""
+
+    job: dict[str, Any]
+    task: dict[str, Any]
+
+
+class VerifyParams(SynthParams):
+    """``verify``: the verify job, its task's fingerprint and the pairing policy."""
+
+    extra_dv: ExtraDv = "error"
+
+
+class MixParams(StageParams):
+    mix: dict[str, Any]
+    seed: int
+    negatives: dict[str, Any]
+    extra_dv: ExtraDv = "error"
+
+
+class TrainParams(StageParams):
+    """The training config with the experiment's overrides (and backbone) applied."""
+
+    train: dict[str, Any]
+
+
+class RerankKey(StageParams):
+    first_stage: str
+    top_k: int
+    # a bm25s first stage: the library's version and recipe, so an evaluation from when
+    # ``bm25`` was the hand-written one (now ``bm25-builtin``) is rerun, not reused
+    bm25: str | None = None
+
+
+class EvaluationKey(StageParams):
+    benchmarks: list[str]
+    include_base: bool
+    batch_size: int
+    query_template: str
+    rerank: RerankKey
+    precision: str = "auto"
+
+
+class EvalParams(StageParams):
+    evaluation: EvaluationKey
+    bases: dict[str, str]
+
+    @classmethod
+    def of(cls, spec: EvaluationSpec, bases: dict[str, str]) -> EvalParams:
+        """The evaluation section and the base models (row label -> model)."""
+        data = spec.model_dump()
+        if spec.rerank.first_stage == "bm25":
+            data["rerank"]["bm25"] = bm25_fingerprint("bm25")
+        return cls(evaluation=EvaluationKey.model_validate(data), bases=bases)

@@ -1,0 +1,135 @@
+"""Stage keys come from each stage's frozen params model (`dualview.pipeline.params`); the
+keys of the committed experiments, and of one that sets every field added after its stage
+existed, are pinned to the values the hand-declared ``params=`` dicts gave before, so every
+run folder made before keeps its finished stages. Input files are hashed by name here, so
+a change to the bundled data does not move the pins (the keys hash their content)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dualview.pipeline import stages
+from dualview.pipeline.build import build_pipeline
+from dualview.pipeline.experiment import EvaluationSpec, Experiment, load_experiment
+from dualview.pipeline.params import EvalParams, MixParams, VerifyParams
+
+ROOT = Path(__file__).parent.parent
+JOB = {"backend": {"kind": "openai", "model": "stub", "base_url": "http://127.0.0.1:9/v1"}}
+
+
+def _inline(changed: bool) -> Experiment:
+    """An experiment with every kind of stage; ``changed``: the fields added since their
+    stage existed set away from their defaults."""
+    data: dict[str, Any] = {
+        "name": "keys",
+        "seeding": {"source": {"path": "tests/fixtures/synth/orig.jsonl"}, "job": JOB},
+        "synthesis": {"job": JOB, "limit": 4},
+        "verification": {"enabled": True, "job": JOB},
+        "mixes": [{"name": "m", "preset": "ins-dv", "size": 8}],
+        "training": {
+            "config": {"data": {"train_file": "x"}, "output_dir": "x", "batch_size": 2},
+            "overrides": {"max_steps": 3},
+        },
+        "evaluation": {"benchmarks": ["followir=src/dualview/demo/data/eval/followir"]},
+    }
+    if changed:
+        data["extra_dv"] = "first"
+        data["evaluation"]["precision"] = "fp32"
+    return Experiment.model_validate(data)
+
+
+EXPERIMENTS = {
+    "gold-cpu": lambda: load_experiment("configs/experiments/gold-cpu.yaml"),
+    "gold-cpu-llm": lambda: load_experiment("configs/experiments/gold-cpu-llm.yaml"),
+    "inline": lambda: _inline(False),
+    "inline-changed": lambda: _inline(True),
+}
+
+# stage -> key[:16], computed by the code before the params models (hand-declared dicts)
+PINNED: dict[str, dict[str, str]] = {
+    "gold-cpu": {
+        "data": "a39a72bfce5d9962",
+        "eval": "3cc6c7f3b951134e",
+        "mix-Ins-DV-gold": "bf1bae1c2ecafb3a",
+        "mix-Ins-orig": "b43513adc9a1fa16",
+        "report": "b76426c917e0656e",
+        "train-Ins-DV-gold": "1f87aabd27bd1bb0",
+        "train-Ins-orig": "9a396d11a6c13d63",
+    },
+    "gold-cpu-llm": {
+        "data": "f0086328dd2aac63",
+        "eval": "0b9da10ba7bfbf11",
+        "mix-Ins-DV-llm": "dc06daa04a037e1e",
+        "mix-Ins-orig-matched": "b5cdbc0100dd9b19",
+        "report": "bfd25dcbdb59acc9",
+        "synth": "f6c69043744beb4a",
+        "train-Ins-DV-llm": "2a6c50f5dfd30563",
+        "train-Ins-orig-matched": "b85017cd2dbacbfa",
+        "verify": "fdf199151523c2e6",
+    },
+    "inline": {
+        "data": "1b0f4249bf9b0ec4",
+        "eval": "e39bddaf29f8a79b",
+        "mix-m": "11b53ff70060a7c2",
+        "report": "139eb20857c24a10",
+        "synth": "73e8e963feb2d200",
+        "train-m": "1298c71a80177606",
+        "verify": "6e3a3cf5b22dc0ef",
+    },
+    "inline-changed": {
+        "data": "1b0f4249bf9b0ec4",
+        "eval": "2e6cc1e42dee622c",
+        "mix-m": "39133d96b52f8a94",
+        "report": "67c341585738da5f",
+        "synth": "73e8e963feb2d200",
+        "train-m": "bec6db6198710145",
+        "verify": "ad1aee3042225176",
+    },
+}
+
+
+@pytest.fixture
+def keys_by_name(monkeypatch: pytest.MonkeyPatch):
+    def by_name(path: Path) -> str:
+        return hashlib.sha256(f"input:{Path(path).name}".encode()).hexdigest()
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(stages, "hash_path", by_name)
+
+    def keys(name: str) -> dict[str, str]:
+        return {p.stage.name: p.key[:16] for p in build_pipeline(EXPERIMENTS[name]()).plan()}
+
+    return keys
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_stage_keys_are_those_of_the_hand_declared_params(keys_by_name, name: str) -> None:
+    assert keys_by_name(name) == PINNED[name], (
+        f"the stage keys of {name} changed: every run folder made before reruns these stages. "
+        "A new params field needs a default that keeps the old behaviour "
+        "(dualview.pipeline.params); if the experiment config itself changed on purpose, "
+        "update PINNED"
+    )
+
+
+def test_a_field_at_its_default_is_not_keyed_and_a_set_one_is() -> None:
+    plain = VerifyParams(job={}, task={})
+    assert plain.key() == {"job": {}, "task": {}}
+    assert VerifyParams(job={}, task={}, extra_dv="last").key()["extra_dv"] == "last"
+    mix = MixParams(mix={}, seed=1, negatives={"total": 0})
+    assert mix.key() == {"mix": {}, "seed": 1, "negatives": {"total": 0}}
+    auto = EvalParams.of(EvaluationSpec(benchmarks=["phenomena"]), {}).key()["evaluation"]
+    assert "precision" not in auto and "bm25" not in auto["rerank"]
+    spec = EvaluationSpec(benchmarks=["phenomena"], precision="fp32")
+    assert EvalParams.of(spec, {}).key()["evaluation"]["precision"] == "fp32"
+
+
+def test_a_field_added_to_the_evaluation_section_must_be_declared(monkeypatch) -> None:
+    spec = EvaluationSpec(benchmarks=["phenomena"])
+    monkeypatch.setattr(EvaluationSpec, "model_dump", lambda self: {"new": 1})
+    with pytest.raises(ValueError, match="new"):
+        EvalParams.of(spec, {})
