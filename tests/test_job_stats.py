@@ -67,3 +67,14 @@ def test_outcomes_count_every_status_in_order() -> None:
         {"task": "t", "units": 1, "records_out": 0, "llm_calls": 1, "outcomes": {"ok": 1}}
     )
     assert partial.to_json()["outcomes"] == {"ok": 1} and partial.outcomes.error == 0
+
+
+def test_the_dataset_card_reads_llm_stats_through_the_model(tmp_path: Path) -> None:
+    from dualview.hub.provenance import llm_stage
+
+    shutil.copytree(OLD, tmp_path / "shards")
+    stage = llm_stage(tmp_path / "shards" / "part0.jsonl")
+    assert stage is not None and stage["task"] == "reverse" and stage["outcomes"]["ok"] == 2
+    stats_file = tmp_path / "shards" / "part1.jsonl.stats.json"
+    stats_file.write_text(json.dumps({"task": "reverse", "units": "many", "model": "m"}))
+    assert llm_stage(tmp_path / "shards" / "part1.jsonl") is None  # not a job's stats

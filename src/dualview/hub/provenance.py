@@ -18,6 +18,7 @@ from dualview.data.manifest import read_manifest
 from dualview.errors import DualviewError
 from dualview.io.files import read_json_file
 from dualview.review.stats import card_review_fields, review_summary
+from dualview.synth.job_stats import parse_job_stats
 
 STATS_SUFFIX = ".stats.json"
 # Keys of an LLM stage's stats worth carrying into a card (the rest is run bookkeeping).
@@ -40,10 +41,11 @@ def llm_stage(output: Path) -> dict[str, Any] | None:
     stats_file = output.with_name(output.name + STATS_SUFFIX)
     if not stats_file.is_file():
         return None
-    stats = read_json_file(stats_file)
-    if not isinstance(stats, dict):
+    stats = parse_job_stats(read_json_file(stats_file))
+    if stats is None:  # not an LLM job's stats
         return None
-    return {"file": output.name, **{k: stats[k] for k in LLM_KEYS if k in stats}}
+    data = stats.to_json()
+    return {"file": output.name, **{k: data[k] for k in LLM_KEYS if k in data}}
 
 
 def review_stats(path: str | Path) -> dict[str, Any]:
