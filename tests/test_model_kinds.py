@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from dualview.api import TrainedModel
 from dualview.config import validate_config
 from dualview.errors import ConfigError, DualviewError
 from dualview.eval.run import Summary
@@ -132,3 +133,13 @@ def test_a_family_whose_saved_kind_is_unregistered_is_a_located_config_error() -
             validate_config(TrainConfig, data, "t.yaml")
     finally:
         FAMILIES.remove("test_unsaved")
+
+
+def test_trained_model_loads_a_registered_reranker_kind_through_its_kind(
+    tmp_path, registered
+) -> None:
+    folder = _folder(tmp_path / "length", LENGTH_KIND.name)
+    trained = TrainedModel(
+        path=folder, output_dir=tmp_path, steps=1, first_loss=None, last_loss=None
+    )
+    assert isinstance(trained.load(), LengthScorer)

@@ -270,11 +270,12 @@ class TrainedModel:
     def load(self, device: str | None = None) -> Any:
         """The model, loaded from `path`: a ``SentenceTransformer`` for a bi-encoder, a
         `dualview.models.reranker.Reranker` for a cross-encoder or LLM reranker."""
-        from dualview.models.reranker import load_reranker, reranker_kind
+        from dualview.models.reranker import load_reranker
+        from dualview.models.saved import saved_kind
         from dualview.retrieval.encode import load_sentence_transformer
 
         folder = self.__fspath__()
-        if reranker_kind(Path(folder)) is not None:
+        if saved_kind(folder).scores_pairs:
             return load_reranker(folder, device)
         return load_sentence_transformer(folder, device=device)
 

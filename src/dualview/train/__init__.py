@@ -1,1 +1,2 @@
-"""Bi-encoder training: model, batching, losses, trainer (see docs/architecture/train.md)."""
+"""Training for every model family (bi-encoders, cross-encoders, LLM rerankers): batching,
+objectives, the families, the GradCache step and the trainer (docs/architecture/train.md)."""
