@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from dualview.data.jsonl import iter_records
-from dualview.errors import ConfigError
+from dualview.errors import ConfigError, DualviewError
 from dualview.io.atomic import write_jsonl
+from dualview.pipeline.build import read_source
+from dualview.pipeline.estimate import estimate_experiment
+from dualview.pipeline.experiment import Experiment
+from dualview.pipeline.params import SynthParams
+from dualview.pipeline.stages import Stage
 from dualview.synth.estimate import (
     APPROX_LABEL,
     TokenCounter,
@@ -123,3 +129,37 @@ def test_tokenizer_counts_when_the_model_loads_offline() -> None:
     assert counter.prompt([{"role": "user", "content": "tides and the moon"}]) == 6  # [CLS] [SEP]
     unknown = TokenCounter.for_backend(BackendConfig(kind="openai", model="no/such-model"))
     assert unknown.label == APPROX_LABEL
+
+
+def _seeding_experiment(verify_only: bool) -> Experiment:
+    job = {"backend": {"kind": "openai", "model": "stub"}}
+    data: dict = {
+        "name": "est",
+        "seeding": {"source": {"path": str(BEIR), "format": "beir"}, "job": job},
+        "synthesis": {"job": job, "limit": 2, "enabled": not verify_only},
+        "verification": {"enabled": True, "job": job},
+        "mixes": [{"name": "m", "preset": "ins-orig", "size": 4}],
+        "training": {"config": {"data": {"train_file": "x"}, "output_dir": "x"}},
+        "evaluation": {"benchmarks": ["phenomena"]},
+    }
+    return Experiment.model_validate(data)
+
+
+def test_the_dry_run_estimates_the_llm_stages_of_the_stage_graph() -> None:
+    seed, reverse, verify = estimate_experiment(_seeding_experiment(False))
+    plain = len(list(read_source(_seeding_experiment(False).seeding.source)))
+    assert (seed.task, reverse.task, verify.task) == ("seed", "reverse", "verify")
+    assert seed.units == plain and reverse.units == 2  # synthesis.limit of the seeded origs
+    assert verify.units == 2 and verify.calls == 4  # each dual view with its orig
+    # without synthesis, verify judges the dual views of the data stage (none when seeded)
+    assert [e.task for e in estimate_experiment(_seeding_experiment(True))] == ["seed", "verify"]
+
+
+def test_an_llm_stage_the_dry_run_cannot_follow_is_an_error() -> None:
+    class Other(SynthParams):
+        TASK: ClassVar[str] = "poison"
+
+    exp = _seeding_experiment(False)
+    stages = [Stage("other", lambda out, up: None, params=Other(job={}, task={}))]
+    with pytest.raises(DualviewError, match="other: the dry run cannot estimate"):
+        estimate_experiment(exp, stages)

@@ -11,7 +11,7 @@ evaluation section, which has its own models: ``extra="forbid"`` makes a field a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from dualview.data.bm25 import bm25_fingerprint
 from dualview.data.pairing import ExtraDv
@@ -26,25 +26,44 @@ class RecordsParams(StageParams):
     limit: int | None
 
 
-class SeedParams(StageParams):
-    """``data`` seeded by the LLM; ``task``: the seed task's fingerprint."""
-
-    seeding: dict[str, Any]
-    limit: int | None
-    task: dict[str, Any]
-
-
-class SynthParams(StageParams):
-    """``synth``: the reverse job as written and the task's fingerprint (prompt template
+class LLMStageParams(StageParams):
+    """A stage that runs the LLM task ``TASK`` (`dualview.synth.jobs.TASKS`) with its job as
+    written in the experiment (`llm_job`); ``task``: the task's fingerprint (prompt template
     hash, task settings, parser version: `dualview.synth.parser_versions`)."""
 
-    job: dict[str, Any]
+    TASK: ClassVar[str]
     task: dict[str, Any]
+
+    def llm_job(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class SeedParams(LLMStageParams):
+    """``data`` seeded by the LLM."""
+
+    TASK: ClassVar[str] = "seed"
+    seeding: dict[str, Any]
+    limit: int | None
+
+    def llm_job(self) -> dict[str, Any]:
+        job: dict[str, Any] = self.seeding["job"]
+        return job
+
+
+class SynthParams(LLMStageParams):
+    """``synth``: the reverse job."""
+
+    TASK: ClassVar[str] = "reverse"
+    job: dict[str, Any]
+
+    def llm_job(self) -> dict[str, Any]:
+        return self.job
 
 
 class VerifyParams(SynthParams):
-    """``verify``: the verify job, its task's fingerprint and the pairing policy."""
+    """``verify``: the verify job and the pairing policy."""
 
+    TASK: ClassVar[str] = "verify"
     extra_dv: ExtraDv = "error"
 
 

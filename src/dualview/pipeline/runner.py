@@ -63,7 +63,7 @@ def run_experiment(
     console.print(plan_table(pipeline))
     if dry_run:
         if costs is not None:
-            costs(estimate_experiment(exp))
+            costs(estimate_experiment(exp, pipeline.stages))
         return {p.stage.name: p.out_dir for p in pipeline.plan()}
 
     def on_stage(item: PlannedStage, status: str) -> None:
