@@ -29,7 +29,6 @@ def test_compiled_layers_encode_as_eager(tmp_path: Path) -> None:
     got = compiled.encode(TEXTS)
     layers = transformer_layers(compiled.runner[0].auto_model)
     assert all(layer._compiled_call_impl is not None for layer in layers)  # it did compile
-    assert not any(
-        getattr(layer, "_compiled_call_impl", None) for layer in eager.runner[0].auto_model.modules()
-    )
+    eager_modules = eager.runner[0].auto_model.modules()
+    assert not any(getattr(m, "_compiled_call_impl", None) for m in eager_modules)
     np.testing.assert_allclose(got, eager.encode(TEXTS), rtol=1e-5, atol=1e-6)
