@@ -163,3 +163,18 @@ def test_an_llm_stage_the_dry_run_cannot_follow_is_an_error() -> None:
     stages = [Stage("other", lambda out, up: None, params=Other(job={}, task={}))]
     with pytest.raises(DualviewError, match="other: the dry run cannot estimate"):
         estimate_experiment(exp, stages)
+
+
+def test_the_dry_run_estimates_a_log_odds_judge() -> None:
+    """The stand-in backend scores answers (one prompt pass per passage and order), so a
+    ``verify.scoring: logodds`` stage is estimated, not refused."""
+    from dualview.pipeline.experiment import load_experiment
+
+    config = Path(__file__).parents[1] / "configs" / "experiments" / "gold-cpu-llm.yaml"
+    overrides = ["synthesis.limit=3", "verification.job.task.scoring=logodds",
+                 "verification.job.task.distractors=0"]  # fmt: skip
+    reverse, verify = estimate_experiment(load_experiment(config, overrides))
+    assert reverse.calls == 3 and verify.units == 3
+    # per unit 2 scenarios x (at least P+ and N*) x 2 orders of the texts, no generation
+    assert verify.calls >= 3 * 8 and verify.completion_tokens == 0
+    assert verify.prompt_tokens > 0

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from dualview.data.schema import Record
 from dualview.errors import ConfigError
 from dualview.progress import make_progress
-from dualview.synth.backends.base import BackendConfig, Completion, SamplingParams
+from dualview.synth.backends.base import AnswerScore, BackendConfig, Completion, SamplingParams
 from dualview.synth.task import LLM, Task
 from dualview.synth.testing import default_reply
 
@@ -104,7 +104,9 @@ def common_prefix(a: str, b: str) -> str:
 
 
 class DryBackend:
-    """A backend that answers every prompt with a well-formed stand-in and counts usage."""
+    """A backend that answers every prompt with a well-formed stand-in and counts usage; it
+    also scores answers (an `AnswerScorer`: log-odds 0, one prompt pass, nothing generated),
+    so a log-odds judge is estimated like the others."""
 
     identity = "dry-run"
 
@@ -113,14 +115,22 @@ class DryBackend:
         self.calls = 0
         self.prefix: str | None = None
 
-    async def complete(self, messages: Messages, params: SamplingParams) -> Completion:
+    def _count(self, messages: Messages) -> int:
+        """One call for ``messages``: the shared prefix so far; returns its prompt tokens."""
         self.calls += 1
         prompt = messages[-1]["content"]
         self.prefix = prompt if self.prefix is None else common_prefix(self.prefix, prompt)
+        return self.counter.prompt(messages)
+
+    async def score_answers(
+        self, messages: Messages, prefix: str, answers: tuple[str, str]
+    ) -> AnswerScore:
+        return AnswerScore(0.0, tokens_in=self._count(messages))
+
+    async def complete(self, messages: Messages, params: SamplingParams) -> Completion:
+        tokens_in = self._count(messages)
         answer = default_reply({"messages": messages}).text
-        return Completion(
-            answer, tokens_in=self.counter.prompt(messages), tokens_out=self.counter.text(answer)
-        )
+        return Completion(answer, tokens_in=tokens_in, tokens_out=self.counter.text(answer))
 
     async def aclose(self) -> None:
         pass
