@@ -65,8 +65,9 @@ def proportion(k: int, n: int) -> dict[str, Any]:
 
 
 def correct(rows: list[dict[str, Any]], offset: float) -> int:
-    """Right comparisons at ``offset``: N* wins under the reversal, not under the original."""
-    return sum(r["d_rev"] > offset for r in rows) + sum(r["d_orig"] <= offset for r in rows)
+    """Right comparisons at ``offset`` (the judge's rule at 0): N* wins under the reversal
+    (d > offset) and P+ under the original (d < offset)."""
+    return sum(r["d_rev"] > offset for r in rows) + sum(r["d_orig"] < offset for r in rows)
 
 
 def best_offset(rows: list[dict[str, Any]]) -> float:
@@ -94,7 +95,7 @@ def analyse(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "domains": len(domains),
         "offset_0": {
             "reversal_n_star_wins": proportion(sum(r["d_rev"] > 0 for r in data), n),
-            "original_p_plus_wins": proportion(sum(r["d_orig"] <= 0 for r in data), n),
+            "original_p_plus_wins": proportion(sum(r["d_orig"] < 0 for r in data), n),
             "balanced": proportion(correct(data, 0.0), 2 * n),
         },
         "instruction_sensitivity": proportion(sum(r["d_rev"] > r["d_orig"] for r in data), n),
@@ -105,11 +106,38 @@ def analyse(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _cell(p: dict[str, Any]) -> str:
+    low, high = p["ci95"]
+    return (
+        f"{p['correct']}/{p['n']} = {100 * p['accuracy']:.0f}% [{100 * low:.0f}, {100 * high:.0f}]"
+    )
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The analysis as a Markdown table, one row per model (what docs/results.md shows)."""
+    lines = [
+        "| judge | gold pairs | balanced, offset 0 (the judge's rule) | instruction sensitivity "
+        "| mean d: original / reversal | position effect (first - second) "
+        "| balanced, cross-fitted offset (offsets) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in result.items():
+        fitted = r["cross_fitted_offset"]
+        lines.append(
+            f"| {name} | {r['pairs']} | {_cell(r['offset_0']['balanced'])} "
+            f"| {_cell(r['instruction_sensitivity'])} "
+            f"| {r['mean_d_orig']:+.2f} / {r['mean_d_rev']:+.2f} "
+            f"| {r['position_effect_mean']:+.2f} "
+            f"| {_cell(fitted['balanced'])} ({', '.join(f'{b:+.2f}' for b in fitted['offsets'])}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> None:
     out, runs = Path(argv[0]), [a.split("=", 1) for a in argv[1:]]
     result = {name: analyse(pair_scores(Path(folder))) for name, folder in runs}
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
+    print(markdown(result))
 
 
 if __name__ == "__main__":
