@@ -174,8 +174,8 @@ def bench_folder(name: str, folder: Path, records: list, args: argparse.Namespac
         "theirs_pairs_per_s": round(len(pairs) / theirs_s, 2),
         "speedup": round(theirs_s / ours_s, 3),
         "cpu_speedup": cpu_ratio(cpu),
-        "times_s": {k: [round(t, 3) for t in v] for k, v in times.items()},
-        "cpu_times_s": {k: [round(t, 3) for t in v] for k, v in cpu.items()},
+        "times_s": {k: [round(t, 6) for t in v] for k, v in times.items()},
+        "cpu_times_s": {k: [round(t, 6) for t in v] for k, v in cpu.items()},
     }
 
 

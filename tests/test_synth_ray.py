@@ -17,6 +17,7 @@ from dualview.data.jsonl import iter_records
 from dualview.io.atomic import write_jsonl
 from dualview.synth.backends import build_backend
 from dualview.synth.backends.base import BackendConfig, SamplingParams
+from dualview.synth.job_stats import JobStats
 from dualview.synth.reverse import ReverseTask
 from dualview.synth.runner import Runner, RunnerConfig
 from dualview.synth.testing import StubServer
@@ -48,7 +49,7 @@ def run_stage(task, urls: list[str], source: Path, out: Path, engine: str) -> di
     return runner.run(lambda: task.units(iter_records(source)), out)
 
 
-def pipeline(urls: list[str], source: Path, root: Path, engine: str) -> list[dict]:
+def pipeline(urls: list[str], source: Path, root: Path, engine: str) -> list[JobStats]:
     reversed_ = root / "reverse.jsonl"
     first = run_stage(ReverseTask(), urls, source, reversed_, engine)
     second = run_stage(VerifyTask(), urls, reversed_, root / "verify.jsonl", engine)
@@ -75,9 +76,9 @@ def test_ray_engine_matches_local_runner_and_survives_a_killed_worker(
             assert ours.outcomes == theirs.outcomes and ours.complete
         # Exact counts: every 10th record answered 'impossible', records without
         # instruction negatives skipped (make_records is seeded).
-        nonzero = {k: v for k, v in local[0]["outcomes"].items() if v}
+        nonzero = {k: v for k, v in local[0].outcomes.items() if v}
         assert nonzero == expected_outcomes(make_records(UNITS))
-        assert sum(e["ok"] for e in on_ray[0]["endpoints"]) == on_ray[0]["llm_calls"]
+        assert sum(e["ok"] for e in on_ray[0].endpoints or []) == on_ray[0].llm_calls
 
         # Killed worker: SIGKILL one Ray worker while the reverse stage runs.
         killed_root = tmp_path / "killed"
@@ -89,7 +90,7 @@ def test_ray_engine_matches_local_runner_and_survives_a_killed_worker(
     assert outputs(killed_root) == outputs(tmp_path / "local")
     keys = [json.loads(x)["key"] for x in (killed_root / "reverse.jsonl.cache.jsonl").open()]
     assert len(keys) == len(set(keys)) == UNITS  # nothing duplicated, nothing lost
-    assert killed[0]["outcomes"] == local[0]["outcomes"]
+    assert killed[0].outcomes == local[0].outcomes
 
 
 def expected_outcomes(records) -> dict[str, int]:

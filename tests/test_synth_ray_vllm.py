@@ -121,12 +121,12 @@ def test_vllm_processor_engine_matches_the_local_runner_and_resumes(tmp_path: Pa
         run_stage(VerifyTask(), root / "reverse.jsonl", root / "verify.jsonl", StubProcessor(3))
     cache = root / "verify.jsonl.cache.jsonl"
     done_before = cache.read_text().count("\n")
-    assert 0 < done_before < on_ray[1][0]["input_units"], "the first window should be cached"
+    assert 0 < done_before < (on_ray[1][0].input_units or 0), "the first window should be cached"
     resumed, _ = run_stage(VerifyTask(), root / "reverse.jsonl", root / "verify.jsonl", processor)
     assert outputs(root) == outputs(tmp_path / "local")
-    assert resumed["this_run_units"] == resumed["input_units"] - done_before
+    assert resumed.this_run_units == (resumed.input_units or 0) - done_before
     keys = [json.loads(line)["key"] for line in cache.open()]
-    assert len(keys) == len(set(keys)) == resumed["input_units"]  # none lost, none twice
+    assert len(keys) == len(set(keys)) == resumed.input_units  # none lost, none twice
 
 
 def test_the_engine_is_chosen_by_backend_kind_and_refuses_rate_limits(cluster) -> None:  # noqa: F811
