@@ -54,9 +54,11 @@ PINNED: dict[str, dict[str, int]] = {
     "dualview.synth.seed.SeedTask": {
         "433819ef0e8a395a00928c27f56b445bdbb2b058a2b52b62310139277419eafb": 4,
     },
-    # 2: a bare [k] reply is accepted
+    # 2: a bare [k] reply is accepted (the second digest of 2: both pointwise judges build
+    # their two prompts through one helper; the same prompts and verdicts, so the same keys)
     "dualview.synth.verify.VerifyTask": {
         "82888f4145844b8733ec93cbc245814e2d709ab47eb0304768fe261ea430199d": 2,
+        "da3fcfeb5360ae02c3b8690c680feeb752317e621986f188bc1c2aa79b0d3dc9": 2,
     },
     # 2: echo checks ignore punctuation
     "dualview.synth.poison.PoisonTask": {

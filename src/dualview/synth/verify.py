@@ -260,6 +260,19 @@ class VerifyTask(TemplateTask):
             return f"{scenario.role}: judge picked {picked}, intended {scenario.intended}"
         return ""
 
+    def _pointwise_prompts(self, scenario: Scenario, doc: Document) -> list[str]:
+        """The prompts that ask about ``doc`` alone under ``scenario``: the passage after the
+        query and instruction, then before them (a position bias cancels out)."""
+        return [
+            self.template.render(
+                query=scenario.query,
+                instruction=scenario.instruction,
+                passage=truncate(doc.text, self.config.max_passage_chars),
+                passage_first=passage_first,
+            )
+            for passage_first in (False, True)
+        ]
+
     async def _says_yes(
         self, scenario: Scenario, doc: Document, llm: LLM, asked: dict[str, Parsed[bool]]
     ) -> tuple[bool, int]:
@@ -267,13 +280,7 @@ class VerifyTask(TemplateTask):
         many of the two answers were unparsable (an unparsable answer counts as no).
         ``asked`` remembers answers by prompt, so a prompt two scenarios share is asked once."""
         verdicts = []
-        for passage_first in (False, True):
-            prompt = self.template.render(
-                query=scenario.query,
-                instruction=scenario.instruction,
-                passage=truncate(doc.text, self.config.max_passage_chars),
-                passage_first=passage_first,
-            )
+        for prompt in self._pointwise_prompts(scenario, doc):
             if prompt not in asked:
                 regex = YES_NO_REGEX if self.config.constrained else None
                 asked[prompt] = parse_yes_no(await llm.ask(prompt, regex))
@@ -316,13 +323,7 @@ class VerifyTask(TemplateTask):
         orders of the two texts; ``scored`` remembers scores by prompt (shared prompts are
         scored once)."""
         margins = []
-        for passage_first in (False, True):
-            prompt = self.template.render(
-                query=scenario.query,
-                instruction=scenario.instruction,
-                passage=truncate(doc.text, self.config.max_passage_chars),
-                passage_first=passage_first,
-            )
+        for prompt in self._pointwise_prompts(scenario, doc):
             if prompt not in scored:
                 scored[prompt] = await llm.logodds(prompt, ANSWER_PREFIX, YES_NO_ANSWERS)
             margins.append(scored[prompt])
