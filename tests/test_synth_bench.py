@@ -13,6 +13,7 @@ from dualview.cli import app
 from dualview.data.gold import GoldInstance, iter_gold_records, load_gold
 from dualview.data.jsonl import iter_records
 from dualview.data.schema import Record
+from dualview.errors import ConfigError
 from dualview.io.atomic import write_jsonl
 from dualview.synth.bench import (
     BenchConfig,
@@ -279,3 +280,78 @@ def test_cli_bad_shots_is_one_line_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench-synth", "--shots", "0,x", "--out", str(tmp_path)])
     assert result.exit_code != 0
     assert "--shots" in str(result.exception or result.output)
+
+
+def test_writer_only_run_asks_no_judge_and_says_not_judged(tmp_path: Path, gold_dir: Path) -> None:
+    script = Script()
+    with StubServer(script) as server:
+        config = bench_config(server.base_url, gold_dir, judge=False)
+        report = SynthBench(config, tmp_path / "out").run()
+        # Only reversal prompts went out: one per instance and shots setting.
+        assert server.requests == len(script.reverse_prompts) == 2 * len(KEYS)
+    assert report["judged"] is False
+    assert report["judge"] is None and report["judge_backend"] is None
+    zero, one = report["shots"]["0"], report["shots"]["1"]
+    # The writer's numbers are those of the judged run (same script).
+    assert zero["outcomes"] == {"ok": 2, "impossible": 1, "rejected": 3, "skipped": 0, "error": 0}
+    assert one["outcomes"]["ok"] == 5 and one["judge"] is None
+    assert one["closeness"]["accepted"] == 5 and len(one["samples"]) == 5
+    assert one["complete"] is True
+    assert not (tmp_path / "out" / "judge").exists()
+    assert not (tmp_path / "out" / "shots-1" / "verify.jsonl").exists()
+    table = (tmp_path / "out" / "bench.md").read_text()
+    assert "no judge (not judged)" in table and "Not judged: writer-only run" in table
+    assert "| 0 | 6 | 67% | 17% | 33% | 0/2 | no_answer 2, same_as_original 1 | not judged |" in (
+        table
+    )
+    assert "judge scoring" not in table and "balanced" not in table
+
+
+def test_writer_only_reversals_and_caches_match_the_judged_run(
+    tmp_path: Path, gold_dir: Path
+) -> None:
+    """The judge changes nothing the writer does: a judged run on the writer-only run's folder
+    reuses its reversals (no new reversal prompt) and asks only the judge."""
+    script = Script()
+    with StubServer(script) as server:
+        SynthBench(bench_config(server.base_url, gold_dir, judge=False), tmp_path / "out").run()
+        writer_only = (tmp_path / "out" / "shots-1" / "reverse.jsonl").read_text()
+        asked = len(script.reverse_prompts)
+        judged = SynthBench(bench_config(server.base_url, gold_dir), tmp_path / "out").run()
+        assert len(script.reverse_prompts) == asked
+    assert (tmp_path / "out" / "shots-1" / "reverse.jsonl").read_text() == writer_only
+    assert judged["judged"] is True and judged["shots"]["1"]["judge"]["passed"] == 3
+    assert "judge scoring" in (tmp_path / "out" / "bench.md").read_text()
+
+
+@pytest.mark.parametrize("extra", [{"judge_only": True}, {"samples": 3}])
+def test_writer_only_refuses_settings_that_need_the_judge(
+    tmp_path: Path, gold_dir: Path, extra: dict
+) -> None:
+    config = bench_config("http://unused", gold_dir, judge=False, **extra)
+    with pytest.raises(ConfigError, match="judge: false"):
+        SynthBench(config, tmp_path / "out")
+
+
+def test_cli_no_judge_flag(tmp_path: Path, gold_dir: Path) -> None:
+    script = Script()
+    with StubServer(script) as server:
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench-synth",
+                "--backend", "openai",
+                "--model", "stub",
+                "--base-url", server.base_url,
+                "--gold-dir", str(gold_dir),
+                "--limit", "2",
+                "--shots", "1",
+                "--no-judge",
+                "--out", str(tmp_path / "cli"),
+            ],
+        )  # fmt: skip
+        assert server.requests == 2
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "cli" / "bench.json").read_text())
+    assert report["config"]["judge"] is False and report["judge"] is None
+    assert "not judged" in result.output

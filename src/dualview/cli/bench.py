@@ -51,13 +51,21 @@ def bench_synth(
     max_tokens: Annotated[int | None, typer.Option(help="Reversal answer tokens.")] = None,
     judge_max_tokens: Annotated[int | None, typer.Option(help="Judge answer tokens.")] = None,
     distractors: Annotated[int | None, typer.Option(help="Judge distractor passages.")] = None,
+    no_judge: Annotated[
+        bool,
+        typer.Option(
+            "--no-judge",
+            help="Writer only: no judge check or verdicts (the report says 'not judged').",
+        ),
+    ] = False,
     concurrency: options.Concurrency = None,
     engine: options.Engine = None,
     ray_address: options.RayAddress = None,
     overrides: options.Overrides = None,
 ) -> None:
     """Reverse gold instances zero-/few-shot, judge the reversals, and check the judge against
-    the gold labels; writes OUT/bench.json and OUT/bench.md (rerun to resume)."""
+    the gold labels (--no-judge: only reverse); writes OUT/bench.json and OUT/bench.md (rerun
+    to resume)."""
     flags = {
         "backend.kind": backend,
         "backend.model": model,
@@ -71,6 +79,7 @@ def bench_synth(
         "sampling.max_tokens": max_tokens,
         "judge_sampling.max_tokens": judge_max_tokens,
         "verify.distractors": distractors,
+        "judge": False if no_judge else None,
         "runner.concurrency": concurrency,
         "runner.engine": engine,
         "runner.ray_address": ray_address,

@@ -17,6 +17,9 @@ How good is an LLM at polarity reversal, and how good is its judge? The hand-wri
    one and whose positive is N*; the judge must *not* pick N*: *gold-negative* accuracy, an
    unparsable judgement counts as wrong).
 
+With ``judge: false`` (``--no-judge``) only step 1 runs (writer only): no judge call at
+all, and the report says "not judged" where a judge's numbers would be.
+
 Every step is a `dualview.synth.runner.Runner` run with its cache in ``OUT``, so an
 interrupted benchmark continues where it stopped when run again with the same settings.
 Results: ``OUT/bench.json`` and ``OUT/bench.md``.
@@ -88,6 +91,9 @@ class BenchConfig(StrictModel):
     sample_temperature: float = Field(default=0.7, gt=0, allow_inf_nan=False)
     # Only check the judge against the gold labels (no reversal is written): ``shots`` unused.
     judge_only: bool = False
+    # False = writer only: neither the judge's gold check nor its verdicts on the reversals
+    # run (no judge call); the report says "not judged" and has no pass rate.
+    judge: bool = True
     # The judge's verdicts on the reversals count only when its balanced accuracy on the gold
     # check reaches this at the lower end of its Wilson 95% interval (the report says).
     trust_balanced_accuracy: float = Field(default=0.75, ge=0, le=1)
@@ -379,6 +385,12 @@ class SynthBench:
     def __init__(self, config: BenchConfig, out: str | Path) -> None:
         if not config.shots or any(k < 0 for k in config.shots):
             raise ConfigError("shots: give one or more non-negative numbers of examples")
+        if not config.judge and config.judge_only:
+            raise ConfigError("judge: false (writer only) and judge_only: true exclude each other")
+        if not config.judge and config.samples > 1:
+            raise ConfigError(
+                "judge: false (writer only) needs samples: 1 (the judge picks among candidates)"
+            )
         self.config = config
         self.out = Path(out)
         gold_dir = config.gold_dir or GOLD_DIR
@@ -456,13 +468,16 @@ class SynthBench:
 
     def _reverse_and_verify(
         self, task: GoldFewShotReverse, folder: Path, index: int, orig: Path
-    ) -> tuple[JobStats, JobStats, Path]:
+    ) -> tuple[JobStats, JobStats | None, Path]:
         """Candidate ``index``: the reversals (in ``folder``, or ``folder/sample-i``) and the
-        judge's verdicts on them; returns both runs' stats and the verified file."""
+        judge's verdicts on them; returns both runs' stats (None for the judge's in a
+        writer-only run, whose "verified" file is then the unjudged reversals)."""
         where = folder if index == 0 else folder / f"sample-{index}"
         reversed_out = where / "reverse.jsonl"
         params = self._candidate_params(index)
         rev = self._run(task, self.config.backend, params, orig, reversed_out)
+        if not self.config.judge:
+            return rev, None, reversed_out
         verify = VerifyTask(self.config.verify)
         verified = where / "verify.jsonl"
         ver = self._run(verify, self.judge, self.config.judge_sampling, reversed_out, verified)
@@ -480,25 +495,30 @@ class SynthBench:
         rev, ver, _ = runs[0]
         reversed_out = folder / "reverse.jsonl"
         metrics = reverse_metrics(rev)
-        metrics["judge"] = {
-            "passed": ver.outcomes.ok,
-            "pass_rate": _ratio(ver.outcomes.ok, metrics["answered"]),
-            "pass_rate_of_accepted": _ratio(ver.outcomes.ok, rev.outcomes.ok),
-            "unparsable_judgements": ver.counts.get("unparsable", 0),
-            "failed_unit_answers": failed_answers(folder / "verify.jsonl"),
-            **cost(ver),
-        }
+        # None: not judged (writer-only run)
+        metrics["judge"] = (
+            None
+            if ver is None
+            else {
+                "passed": ver.outcomes.ok,
+                "pass_rate": _ratio(ver.outcomes.ok, metrics["answered"]),
+                "pass_rate_of_accepted": _ratio(ver.outcomes.ok, rev.outcomes.ok),
+                "unparsable_judgements": ver.counts.get("unparsable", 0),
+                "failed_unit_answers": failed_answers(folder / "verify.jsonl"),
+                **cost(ver),
+            }
+        )
         metrics["closeness"] = closeness(
             list(iter_records(reversed_out)), self.gold_reversals, self.config.near_copy_ratio
         )
-        metrics["complete"] = all(r.complete and v.complete for r, v, _ in runs)
+        metrics["complete"] = all(r.complete and (v is None or v.complete) for r, v, _ in runs)
         metrics["samples"] = self._samples(reversed_out)
         if self.config.samples > 1:
             metrics["self_consistency"] = self._self_consistency(runs, folder, metrics["answered"])
         return metrics
 
     def _self_consistency(
-        self, runs: list[tuple[JobStats, JobStats, Path]], folder: Path, answered: int
+        self, runs: list[tuple[JobStats, JobStats | None, Path]], folder: Path, answered: int
     ) -> dict[str, Any]:
         """Instances with a verified candidate (the first one kept, in ``kept.jsonl``), and
         the cost of all candidates per instance."""
@@ -515,12 +535,13 @@ class SynthBench:
             "k": len(runs),
             "sample_temperature": self.config.sample_temperature,
             "accepted_by_writer": [r.outcomes.ok for r, _, _ in runs],
-            "verified": [v.outcomes.ok for _, v, _ in runs],
+            "verified": [v.outcomes.ok for _, v, _ in runs if v is not None],
             "instances_verified": len(chosen),
             "verified_rate": _ratio(len(chosen), answered),
             "closeness": closeness(chosen, self.gold_reversals, self.config.near_copy_ratio),
             "seconds_per_record": _ratio(
-                sum(_llm_seconds(r) + _llm_seconds(v) for r, v, _ in runs), units
+                sum(_llm_seconds(r) + (_llm_seconds(v) if v else 0.0) for r, v, _ in runs),
+                units,
             ),
         }
 
@@ -537,25 +558,41 @@ class SynthBench:
         ]
 
     def run(self) -> dict[str, Any]:
-        """All runs, then ``bench.json`` and ``bench.md`` in ``out``."""
+        """All runs, then ``bench.json`` and ``bench.md`` in ``out``. Writer only (``judge:
+        false``): the report's ``judged`` is false and its judge fields are None."""
         inputs = self.write_inputs()
-        report: dict[str, Any] = {
+        if not self.config.judge:
+            return self._write(self._report(judged=False), None, inputs)
+        judge = self.run_judge(inputs)  # checked first: its verdicts below count only if trusted
+        return self._write(self._report(judged=True), judge, inputs)
+
+    def _report(self, judged: bool) -> dict[str, Any]:
+        judge = self.judge.model_dump(mode="json", exclude={"api_key_env"}) if judged else None
+        return {
             "benchmark": "bench-synth",
             "split": self.config.split,
             "gold_sha256": self.gold_sha256.hexdigest(),
             "instances": len(self.pairs),
             "domains": dict(sorted(Counter(_domain(o) for o, _ in self.pairs).items())),
             "backend": self.config.backend.model_dump(mode="json", exclude={"api_key_env"}),
-            "judge_backend": self.judge.model_dump(mode="json", exclude={"api_key_env"}),
+            "judged": judged,
+            "judge_backend": judge,
             "config": self.config.model_dump(mode="json"),
             "shots": {},
         }
-        judge = self.run_judge(inputs)  # checked first: its verdicts below count only if trusted
-        # Trusted when the evidence says so: the Wilson interval's lower end (the point value
-        # where there is no interval) reaches the bar, so a handful of instances cannot pass.
-        low = (judge.get("balanced_ci95") or [judge["balanced_accuracy"]])[0]
-        judge["trusted"] = low is not None and low >= self.config.trust_balanced_accuracy
-        judge["trust_balanced_accuracy"] = self.config.trust_balanced_accuracy
+
+    def _write(
+        self, report: dict[str, Any], judge: dict[str, Any] | None, inputs: dict[str, Path]
+    ) -> dict[str, Any]:
+        """The reversals (after the judge's check, whose verdicts count only if trusted),
+        then ``bench.json`` and ``bench.md``."""
+        if judge is not None:
+            # Trusted when the evidence says so: the Wilson interval's lower end (the point
+            # value where there is no interval) reaches the bar, so a handful of instances
+            # cannot pass.
+            low = (judge.get("balanced_ci95") or [judge["balanced_accuracy"]])[0]
+            judge["trusted"] = low is not None and low >= self.config.trust_balanced_accuracy
+            judge["trust_balanced_accuracy"] = self.config.trust_balanced_accuracy
         for shots in [] if self.config.judge_only else self.config.shots:
             report["shots"][str(shots)] = self.run_shots(shots, inputs)
         report["judge"] = judge
@@ -580,8 +617,10 @@ def _settings(report: dict[str, Any]) -> str:
     """The options beyond the defaults that the run used, for the table's caption."""
     config = report.get("config", {})
     verify, reverse = config.get("verify", {}), config.get("reverse", {})
-    found = [f"judge scoring {verify.get('scoring', 'choice')}"]
-    found += ["constrained judge"] if verify.get("constrained") else []
+    found = []
+    if report.get("judged", True):
+        found += [f"judge scoring {verify.get('scoring', 'choice')}"]
+        found += ["constrained judge"] if verify.get("constrained") else []
     found += ["constrained writer"] if reverse.get("constrained") else []
     if config.get("samples", 1) > 1:
         found.append(f"{config['samples']} candidates (T {config['sample_temperature']})")
@@ -614,6 +653,12 @@ def _self_consistency_lines(report: dict[str, Any]) -> list[str]:
 def _trust_line(report: dict[str, Any]) -> list[str]:
     """Whether the judge passed its gold check (reports written before it say nothing)."""
     judge = report["judge"]
+    if judge is None:
+        return [
+            "Not judged: writer-only run (`judge: false`), no judge call at all; accepted "
+            "means only that the writer's answer passed the reversal checks.",
+            "",
+        ]
     if "trusted" not in judge:
         return []
     bar = _pct(judge["trust_balanced_accuracy"])
@@ -703,10 +748,13 @@ def _judge_lines(judge: dict[str, Any]) -> list[str]:
 def markdown_table(report: dict[str, Any]) -> str:
     """The report as Markdown: one row per shots setting, the self-consistency of sampled
     candidates when there were several, then the judge's accuracy."""
+    judge_backend = report["judge_backend"]
+    judge_name = f"judge `{judge_backend['model']}`" if judge_backend else "no judge (not judged)"
     lines = [
         f"Gold {report['split']} split, {report['instances']} instances; "
-        f"backend `{report['backend']['model']}`, judge `{report['judge_backend']['model']}`; "
-        f"{_settings(report)}.",
+        f"backend `{report['backend']['model']}`, {judge_name}"
+        + "".join(f"; {s}" for s in [_settings(report)] if s)
+        + ".",
         "",
     ]
     if not report["shots"]:
@@ -719,14 +767,17 @@ def markdown_table(report: dict[str, Any]) -> str:
     ]
     for shots, m in report["shots"].items():
         reasons = ", ".join(f"{k} {v}" for k, v in m["rejection_reasons"].items()) or "-"
+        verdicts = m["judge"] or {"pass_rate": None, "seconds_per_record": None}
+        judged = m["judge"] is not None
         lines.append(
             f"| {shots} | {m['records']} | {_pct(m['parse_rate'])} | {_pct(m['none_rate'])} "
             f"| {_pct(m['accepted_rate'])} "
             f"| {m['closeness']['near_copies_of_original']}/{m['closeness']['accepted']} "
-            f"| {reasons} | {_pct(m['judge']['pass_rate'])} "
-            f"| {_num(m['seconds_per_record'])} | {_num(m['judge']['seconds_per_record'])} "
+            f"| {reasons} | {_pct(verdicts['pass_rate']) if judged else 'not judged'} "
+            f"| {_num(m['seconds_per_record'])} "
+            f"| {_num(verdicts['seconds_per_record']) if judged else 'not judged'} "
             f"| {_num(m['tokens_in_per_record'])} / {_num(m['tokens_out_per_record'])} |"
         )
     lines.append("")
-    judge = _judge_lines(report["judge"])
+    judge = _judge_lines(report["judge"]) if report["judge"] is not None else []
     return "\n".join([*lines, *_self_consistency_lines(report), *judge, *_trust_line(report)])
