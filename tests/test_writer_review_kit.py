@@ -1,0 +1,143 @@
+"""``benchmarks/writer_review_kit.py``: a blind kit of LLM reversals with gold controls, and
+the scoring of its labels by ``dualview review stats``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from dualview.cli import app
+from dualview.data.gold import GOLD_DIR, load_gold
+from dualview.data.gold_pairs import gold_pairs
+from dualview.io.atomic import write_jsonl
+from dualview.review.items import load_review_set
+from dualview.synth.bench import select_pairs
+
+SCRIPT = "benchmarks/writer_review_kit.py"
+ITEM_FIELDS = {"item", "query", "original_instruction", "candidate_reversal", "p_plus", "n_star"}
+
+
+def fake_accepted(path: Path, n: int) -> dict[str, str]:
+    """``n`` writer-like accepted reversals of gold train instances; returns id -> text."""
+    records, texts = [], {}
+    # round-robin over the domains, as bench-synth takes them
+    for orig, dv in select_pairs(gold_pairs(load_gold("train", GOLD_DIR)), n):
+        text = f"Writer's reversal number {len(records)}: only the other side, please."
+        meta = {"orig_instruction": orig.instruction, "orig_positive_id": orig.positives[0].id}
+        records.append(
+            dv.model_copy(
+                update={"id": f"{orig.id}-dv", "instruction": text, "meta": meta},
+            )
+        )
+        texts[orig.id] = text
+    write_jsonl(path, records)
+    return texts
+
+
+def run(*args: str) -> None:
+    done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_kit_is_blind_mixed_and_deterministic(tmp_path: Path) -> None:
+    accepted = tmp_path / "accepted.jsonl"
+    texts = fake_accepted(accepted, 60)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    run("build", str(accepted), str(tmp_path / "kit2"), str(tmp_path / "key2"))
+    items, key = read(tmp_path / "kit" / "items.jsonl"), read(tmp_path / "key" / "key.jsonl")
+    assert (tmp_path / "kit" / "items.jsonl").read_text() == (
+        tmp_path / "kit2" / "items.jsonl"
+    ).read_text()
+    assert [i["item"] for i in items] == list(range(1, 61)) == [k["item"] for k in key]
+    assert Counter(k["kind"] for k in key) == {
+        "llm": 40,
+        "gold_reversal": 10,
+        "original_as_reversal": 10,
+    }
+    # 60 distinct instances: no query shown twice; the LLM items stratified over the domains
+    # (6 accepted in each of the 10 domains: 4 of each).
+    assert len({k["instance"] for k in key}) == 60 == len({i["query"] for i in items})
+    assert set(Counter(k["domain"] for k in key if k["kind"] == "llm").values()) == {4}
+    pairs = {o.meta["instance"]: (o, dv) for o, dv in gold_pairs(load_gold("train", GOLD_DIR))}
+    kit_text = (tmp_path / "kit" / "items.jsonl").read_text()
+    for item, entry in zip(items, key, strict=True):
+        assert set(item) == ITEM_FIELDS
+        orig, dv = pairs[entry["instance"]]
+        expected = {
+            "llm": texts.get(orig.id),
+            "gold_reversal": dv.instruction,
+            "original_as_reversal": orig.instruction,
+        }[entry["kind"]]
+        assert item["candidate_reversal"] == expected
+        assert item["original_instruction"] == orig.instruction
+        assert item["n_star"]["text"][:50] == dv.positives[0].text[:50]
+        assert item["p_plus"]["text"][:50] == orig.positives[0].text[:50]
+        assert len(item["p_plus"]["text"]) <= 602 and len(item["n_star"]["text"]) <= 602
+        assert entry["instance"] not in kit_text and entry["record_id"] not in kit_text
+    # The kinds are not in a block: the shuffle mixes them.
+    assert len({k["kind"] for k in key[:15]}) > 1
+    # The review page reads the kit's records, with opaque ids.
+    review = load_review_set(str(tmp_path / "kit" / "records.jsonl"), 60, 0, "none")
+    assert {i.id for i in review.items} == {k["review_id"] for k in key}
+    assert all(i.p_plus is not None and i.stratum == "all" for i in review.items)
+
+
+def test_scored_labels_give_review_stats_per_kind(tmp_path: Path) -> None:
+    accepted = tmp_path / "accepted.jsonl"
+    fake_accepted(accepted, 45)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    key = read(tmp_path / "key" / "key.jsonl")
+    # A reviewer who calls every gold reversal and the first 10 LLM items a reversal, the
+    # controls near-copies and the other LLM items "other".
+    llm = [k["item"] for k in key if k["kind"] == "llm"]
+    labels = [
+        {
+            "item": k["item"],
+            "label": "reversal"
+            if k["kind"] == "gold_reversal" or k["item"] in llm[:10]
+            else "near_copy"
+            if k["kind"] == "original_as_reversal"
+            else "other",
+        }
+        for k in key
+    ]
+    write_jsonl(tmp_path / "labels.jsonl", labels)
+    scored = tmp_path / "scored.jsonl"
+    run("score", str(tmp_path / "labels.jsonl"), str(tmp_path / "key" / "key.jsonl"), str(scored))
+    result = CliRunner().invoke(
+        app, ["review", "stats", str(scored), "--out", str(tmp_path / "s.json")]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["by_stratum"]["llm"]["k"] == 10 and summary["by_stratum"]["llm"]["n"] == 40
+    assert summary["gold"]["accuracy"]["k"] == 20 == summary["gold"]["accuracy"]["n"]
+    assert summary["failure_modes"] == {"near_copy": 10, "other": 30}
+
+
+def test_score_rejects_an_unknown_label(tmp_path: Path) -> None:
+    accepted = tmp_path / "accepted.jsonl"
+    fake_accepted(accepted, 45)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    write_jsonl(tmp_path / "labels.jsonl", [{"item": 1, "label": "maybe"}])
+    done = subprocess.run(
+        [
+            sys.executable,
+            SCRIPT,
+            "score",
+            str(tmp_path / "labels.jsonl"),
+            str(tmp_path / "key" / "key.jsonl"),
+            str(tmp_path / "out.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "label" in done.stderr
