@@ -118,3 +118,34 @@ def test_bad_folders_give_clear_errors(saved, tmp_path: Path) -> None:
 def test_bi_encoder_only_options_are_rejected() -> None:
     with pytest.raises(ConfigError, match=r"model\.interaction"):
         CrossEncoderReranker(ModelConfig(kind="cross_encoder", interaction="cross_attention"))
+
+
+def test_cpu_scoring_pads_each_chunk_to_its_longest_pair(saved, monkeypatch) -> None:
+    """On CPU a chunk is padded to its longest pair, not up to a multiple of 8, with the
+    scores of the rounded-up padding (training's and CUDA's)."""
+    model, _ = saved
+    queries, passages = QUERIES[:2], ["The Moon pulls the sea.", "Caffeine keeps you awake."]
+    firsts = [join_query_instruction(q, "", model.template) for q in queries]
+    tokens = model.tokenize_pairs(firsts, passages)
+    lengths = tokens.lengths.tolist()
+    assert all(n % 8 for n in lengths)  # rounding up would add padding
+    widths: list[int] = []
+    forward = model.forward
+
+    def recording(**inputs):
+        widths.append(inputs["input_ids"].shape[1])
+        return forward(**inputs)
+
+    monkeypatch.setattr(model, "forward", recording)
+    scores = model.score(queries, ["", ""], passages, batch_size=1)
+    assert sorted(widths) == sorted(lengths)
+    rounded = [model.pad_pairs(tokens, [i]) for i in range(2)]
+    assert [inputs["input_ids"].shape[1] % 8 for inputs in rounded] == [0, 0]
+    was_training = model.training
+    model.eval()  # the fixture's model is fresh from build_reranker: training mode, dropout
+    try:
+        with torch.inference_mode():
+            expected = [float(forward(**inputs)) for inputs in rounded]
+    finally:
+        model.train(was_training)
+    np.testing.assert_allclose(scores, expected, atol=1e-5, rtol=0)

@@ -18,11 +18,19 @@ from safetensors.torch import load_file
 
 from dualview.config import validate_config
 from dualview.errors import ConfigError
+from dualview.models import llm_reranker
 from dualview.models.config import LLM_RERANKER_PROMPT, ModelConfig
 from dualview.models.decoder import ADAPTER_DIR, load_adapter
-from dualview.models.llm_reranker import LlmReranker
+from dualview.models.llm_reranker import (
+    LlmReranker,
+    answer_log_odds,
+    prefix_cache,
+    repeat_cache,
+    shared_prefixes,
+)
 from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
 from dualview.models.rerankers import load_reranker
+from dualview.models.tokens import TokenizedTexts
 from dualview.train.config import TrainConfig
 from dualview.train.trainer import LOG_FILE, train
 from tests.test_train_resume import _env
@@ -139,6 +147,71 @@ def test_batching_and_left_padding_leave_scores_unchanged(tiny_lm) -> None:
     assert not right["attention_mask"][:, -1].all()
     with pytest.raises(ValueError, match="left-padded"):
         model(**right)
+
+
+def _token_rows(tokens: TokenizedTexts, start: int = 0) -> list[list[int]]:
+    starts, ends = tokens.offsets.tolist(), (tokens.offsets + tokens.lengths).tolist()
+    return [tokens.ids[o + start : e].tolist() for o, e in zip(starts, ends, strict=True)]
+
+
+def test_prompts_of_one_query_share_their_prefix_with_the_scores_of_whole_prompts(
+    tiny_lm, monkeypatch
+) -> None:
+    """Prompts of one query text are scored on the cache of their common token prefix, run
+    once per group; each score is that of the whole prompt run alone, at any batch size."""
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    queries = [QUERY] * 4 + ["sleep and caffeine"] * 2 + ["coffee"]
+    instructions = [INSTRUCTION] * 4 + [""] * 3
+    passages = [*PASSAGES, PASSAGES[1], PASSAGES[0], PASSAGES[2]]
+    texts = model.query_texts(queries, instructions)
+    tokens = model.tokenize_pairs(texts, passages)
+    rows = _token_rows(tokens)
+    groups, rest = shared_prefixes(texts, tokens)
+    assert sorted(sorted(members) for members, _ in groups) == [[0, 1, 2, 3], [4, 5]]
+    assert rest == [6]
+    for members, length in groups:  # the longest common prefix, the answer position left out
+        heads = {tuple(rows[i][:length]) for i in members}
+        assert len(heads) == 1 and length < min(len(rows[i]) for i in members)
+        shortest = min(len(rows[i]) for i in members)
+        assert length == shortest - 1 or len({rows[i][length] for i in members}) > 1
+    assert shared_prefixes(texts, tokens, min_length=10_000) == ([], list(range(7)))
+
+    model.eval()
+    with torch.inference_mode():
+        whole = [float(model(**model.pad_pairs(tokens, [i]))) for i in range(7)]
+    runs = []
+    monkeypatch.setattr(llm_reranker, "prefix_cache", lambda *a: runs.append(a) or prefix_cache(*a))
+    for batch_size in (1, 3, 32):
+        scores = model.score(queries, instructions, passages, batch_size=batch_size)
+        torch.testing.assert_close(torch.tensor(scores), torch.tensor(whole), atol=1e-5, rtol=0)
+    assert len(runs) == 3 * 2  # one prefix run per group and call
+    assert max(whole) - min(whole) > 1e-3
+
+
+def test_a_cached_prefix_gives_the_log_odds_of_the_whole_prompt(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path)).eval()
+    tokens = model.tokenize_pairs([QUERY] * 2, PASSAGES[:2])
+    inputs = model.pad_pairs(tokens, [0, 1], multiple=1)
+    head = 20
+    with torch.inference_mode():
+        whole = model(**inputs)
+        cache = prefix_cache(model.backbone, tokens.ids[:head])
+        rests = TokenizedTexts.from_lists(_token_rows(tokens, head))
+        rest = model.pad_pairs(rests, [0, 1], multiple=1)
+        mask = torch.cat([torch.ones(2, head, dtype=torch.int64), rest["attention_mask"]], 1)
+        past = repeat_cache(cache, 2)
+        cached = answer_log_odds(model.backbone, rest["input_ids"], mask, model.answer_ids, past)
+        torch.testing.assert_close(cached, whole, atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="20 cached"):  # the prefix's columns left out
+            answer_log_odds(
+                model.backbone,
+                rest["input_ids"],
+                rest["attention_mask"],
+                model.answer_ids,
+                repeat_cache(cache, 2),
+            )
 
 
 def test_long_texts_are_cut_before_the_question(tiny_lm) -> None:

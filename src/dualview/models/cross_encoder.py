@@ -14,8 +14,9 @@ instruction and one passage as a text pair, and a one-logit head scores the pair
   returns, plus `dualview.models.reranker.RERANKER_FILE` with the kind, the template and the
   maximum length.
 
-Scoring (`CrossEncoderReranker.score`) tokenizes all pairs at once, sorts them by length and
-runs batches of similar length in ``inference_mode``.
+Scoring (`CrossEncoderReranker.score`) tokenizes all pairs at once, sorts them by token
+length and runs batches of similar length in ``inference_mode``, each padded to its longest
+pair (sentence-transformers sorts by characters; on CUDA widths are rounded up to 8).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from dualview.models.kinds import CardFacts, SavedKind
 from dualview.models.pretrained import from_pretrained, load_complete
 from dualview.models.reranker import RERANKER_FILE
 from dualview.models.thread_tokenizer import ThreadTokenizers
-from dualview.models.tokens import TokenizedPairs, tokenize_pairs
+from dualview.models.tokens import PAD_MULTIPLE, TokenizedPairs, tokenize_pairs
 
 KIND = "cross_encoder"
 
@@ -118,14 +119,19 @@ class CrossEncoderReranker(nn.Module):
         return tokenize_pairs(self._tokenizer(), list(query_texts), list(passages), self.max_length)
 
     def pad_pairs(
-        self, tokens: TokenizedPairs, indices: Sequence[int] | torch.Tensor
+        self,
+        tokens: TokenizedPairs,
+        indices: Sequence[int] | torch.Tensor,
+        multiple: int = PAD_MULTIPLE,
     ) -> dict[str, torch.Tensor]:
-        """Model inputs of ``tokens[indices]`` on the model's device (``forward(**inputs)``)."""
+        """Model inputs of ``tokens[indices]`` on the model's device (``forward(**inputs)``),
+        padded to the longest rounded up to ``multiple``."""
         inputs = tokens.pad(
             indices,
             pad_id=int(self.tokenizer.pad_token_id),
             left=self.tokenizer.padding_side == "left",
             max_length=self.max_length,
+            multiple=multiple,
         )
         if not self._uses_types:
             inputs.pop("token_type_ids")
@@ -192,7 +198,8 @@ class CrossEncoderReranker(nn.Module):
         batch_size: int = 32,
     ) -> np.ndarray:
         """Logits of each (query + instruction, passage), float32 [n]; batches of
-        length-sorted pairs, in eval mode and ``inference_mode``."""
+        length-sorted pairs, each padded to its longest pair (to a multiple of 8 on CUDA),
+        in eval mode and ``inference_mode``."""
         texts = [
             join_query_instruction(q, i, self.template)
             for q, i in zip(queries, instructions, strict=True)
@@ -204,13 +211,16 @@ class CrossEncoderReranker(nn.Module):
             return scores.numpy()
         tokens = self.tokenize_pairs(texts, passages)
         order = torch.argsort(tokens.lengths, descending=True, stable=True)
+        device = next(self.backbone.parameters()).device
+        multiple = PAD_MULTIPLE if device.type == "cuda" else 1  # CPU: no padding to shapes
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode():
                 for start in range(0, len(texts), batch_size):
                     chunk = order[start : start + batch_size]
-                    scores[chunk] = self(**self.pad_pairs(tokens, chunk)).float().cpu()
+                    inputs = self.pad_pairs(tokens, chunk, multiple)
+                    scores[chunk] = self(**inputs).float().cpu()
         finally:
             self.train(was_training)
         return scores.numpy()

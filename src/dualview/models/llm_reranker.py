@@ -29,6 +29,10 @@ trains the LM to answer the question.
   position, are never cut.
 - **Left padding.** Every padded row ends at the last column, the answer position; position
   ids count real tokens only, so a pair's score does not depend on its batch.
+- **Scoring** (`LlmReranker.score`): the prompts of one query text (its candidate
+  passages) begin alike (the template's head and the query), so their common token prefix
+  runs once and its key/value cache serves each chunk of them, which runs only the rest of
+  each prompt. Scores are the whole prompts' (float rounding aside).
 - **LoRA** (``model.lora``): the adapters of `dualview.models.decoder` on the LM's linear
   layers; only they train.
 - **Saved folder**: the merged LM with its tokenizer (a plain ``AutoModelForCausalLM``
@@ -51,6 +55,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +65,7 @@ import torch
 import transformers
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from dualview.config import validate_config
 from dualview.data.formats.common import join_query_instruction
@@ -76,12 +82,20 @@ from dualview.models.pretrained import from_pretrained, load_complete
 from dualview.models.reranker import RERANKER_FILE
 from dualview.models.thread_tokenizer import ThreadTokenizers
 from dualview.models.token_ids import token_ids
-from dualview.models.tokens import TokenizedTexts, plan_chunks
+from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, plan_chunks
 from dualview.resources import optional_import
 
 KIND = "llm_reranker"
 #: No prompt is cut after its pieces are (see the module docstring): no limit on the whole.
 _NO_LIMIT = 1 << 30
+#: Shortest token prefix that prompts of one query share in scoring (`LlmReranker.score`):
+#: below it, running the prefix alone and copying its cache per chunk gains nothing.
+_MIN_SHARED_PREFIX = 16
+#: The name of a causal LM's key/value cache, in its forward's arguments and its output
+#: (transformers renamed ``past_key_values`` to ``cache`` in 5.x).
+_CACHE_ARG = (
+    "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+)
 #: Stand-ins for the two texts while the prompt is rendered (private-use characters).
 _QUERY_MARK, _PASSAGE_MARK = "\ue000query\ue000", "\ue000passage\ue000"
 #: The rendered prompt of a saved folder, ``{query}`` and ``{passage}`` its fields (for
@@ -241,24 +255,91 @@ def answer_log_odds(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     answer_ids: tuple[int, int],
+    past_key_values: Any = None,
 ) -> torch.Tensor:
     """The log-odds [n] (float32) of the first answer token against the second at the last
     position of left-padded prompts, ``logit(a) - logit(b) = log p(a) - log p(b)``, as the
     module docstring says; one forward pass of the causal LM ``backbone``, no generation.
     Position ids count real tokens only, so a prompt's score does not depend on its batch.
-    The LLM reranker's score and the synthesis judge's (`verify.scoring: logodds`)."""
+    The LLM reranker's score and the synthesis judge's (`verify.scoring: logodds`).
+
+    ``past_key_values``: a cache of a prefix that every row continues (`prefix_cache`, one
+    row per prompt); ``attention_mask`` then covers the prefix's columns, then
+    ``input_ids``' (the rest of each prompt, left-padded)."""
+    past = 0 if past_key_values is None else int(past_key_values.get_seq_length())
+    if attention_mask.shape[-1] != past + input_ids.shape[-1]:
+        raise ValueError(
+            f"answer_log_odds: attention_mask has {attention_mask.shape[-1]} columns, expected "
+            f"{past} cached + {input_ids.shape[-1]} new"
+        )
     if input_ids.shape[0] and not bool(attention_mask[:, -1].all()):
         raise ValueError("answer_log_odds: prompts must be left-padded (see LlmReranker.pad)")
-    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+    extra = {} if past_key_values is None else {_CACHE_ARG: past_key_values}
     out = backbone(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=positions,
         logits_to_keep=1,
+        use_cache=past_key_values is not None,
+        **extra,
     )
     logits = out.logits[:, -1].float()
     first, second = answer_ids
     return logits[:, first] - logits[:, second]
+
+
+def prefix_cache(backbone: Any, prefix_ids: torch.Tensor) -> Any:
+    """The key/value cache of one unpadded token prefix [p] through the causal LM
+    ``backbone`` (one row; `repeat_cache` makes a copy per prompt that continues it)."""
+    ids = prefix_ids.to(torch.int64).unsqueeze(0)
+    positions = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+    out = backbone(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=1)
+    return getattr(out, _CACHE_ARG)
+
+
+def repeat_cache(cache: Any, rows: int) -> Any:
+    """A copy of a one-row ``cache`` with ``rows`` rows (a forward pass extends its cache,
+    so each chunk of prompts takes its own copy)."""
+    copy = deepcopy(cache)
+    copy.batch_repeat_interleave(rows)
+    return copy
+
+
+def shared_prefixes(
+    keys: Sequence[str], tokens: TokenizedTexts, min_length: int = 1
+) -> tuple[list[tuple[list[int], int]], list[int]]:
+    """Prompts that share a token prefix: the indices of each group of two or more prompts
+    with the same ``keys[i]`` (their query text) with the length of the group's common
+    token prefix, one token short of its shortest prompt at most (the answer position is
+    always read in a forward pass); groups whose prefix is under ``min_length`` tokens and
+    prompts alone, as leftover indices (in order)."""
+    by_key: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        by_key.setdefault(key, []).append(index)
+    ids, offsets, lengths = tokens.ids, tokens.offsets.tolist(), tokens.lengths.tolist()
+    groups: list[tuple[list[int], int]] = []
+    rest: list[int] = []
+    for members in by_key.values():
+        common = min(lengths[i] for i in members) - 1
+        first = ids[offsets[members[0]] : offsets[members[0]] + common]
+        for i in members[1:]:
+            if common < min_length:
+                break
+            same = ids[offsets[i] : offsets[i] + common] == first[:common]
+            differ = (~same).nonzero()
+            common = int(differ[0]) if len(differ) else common
+        if len(members) > 1 and common >= min_length:
+            groups.append((members, common))
+        else:
+            rest.extend(members)
+    return groups, sorted(rest)
+
+
+def _rows(tokens: TokenizedTexts, indices: Sequence[int], start: int) -> list[list[int]]:
+    """The token ids of ``tokens[indices]`` from position ``start`` on."""
+    offsets, lengths = tokens.offsets.tolist(), tokens.lengths.tolist()
+    return [tokens.ids[offsets[i] + start : offsets[i] + lengths[i]].tolist() for i in indices]
 
 
 class LlmReranker(nn.Module):
@@ -329,10 +410,15 @@ class LlmReranker(nn.Module):
         ]
 
     def pad_pairs(
-        self, tokens: TokenizedTexts, indices: Sequence[int] | torch.Tensor
+        self,
+        tokens: TokenizedTexts,
+        indices: Sequence[int] | torch.Tensor,
+        multiple: int = PAD_MULTIPLE,
     ) -> dict[str, torch.Tensor]:
-        """Left-padded ``input_ids`` and ``attention_mask`` of ``tokens[indices]``, on device."""
-        inputs = tokens.pad(indices, pad_id=int(self.tokenizer.pad_token_id), left=True)
+        """Left-padded ``input_ids`` and ``attention_mask`` of ``tokens[indices]``, on device
+        (width: the longest rounded up to ``multiple``)."""
+        pad_id = int(self.tokenizer.pad_token_id)
+        inputs = tokens.pad(indices, pad_id=pad_id, left=True, multiple=multiple)
         device = self.device
         return {key: value.to(device, non_blocking=True) for key, value in inputs.items()}
 
@@ -369,25 +455,63 @@ class LlmReranker(nn.Module):
         """Relevance of ``passages[i]`` to ``queries[i]`` under ``instructions[i]``, float32 [n].
 
         Prompts are scored in chunks of at most ``batch_size`` of similar length, longest
-        first, in eval mode and without autograd.
+        first, in eval mode and without autograd. Prompts of the same query text (a query's
+        candidate passages) share their token prefix (the template's head and the query):
+        it is run once, and its key/value cache is reused by each of their chunks, which run
+        only the rest of each prompt. The scores are those of whole prompts (up to float
+        rounding: `answer_log_odds` on each prompt alone gives them within 1e-5 in float32).
+        Chunks are padded to their longest prompt (to a multiple of 8 on CUDA).
         """
         if not len(queries) == len(instructions) == len(passages):
             raise ValueError(
                 f"score: {len(queries)} queries, {len(instructions)} instructions and "
                 f"{len(passages)} passages; one of each per pair expected"
             )
-        tokens = self.tokenize_pairs(self.query_texts(queries, instructions), passages)
+        query_texts = self.query_texts(queries, instructions)
+        tokens = self.tokenize_pairs(query_texts, passages)
         scores = np.empty(len(tokens), dtype=np.float32)
-        chunks = plan_chunks(tokens.lengths, max_items=max(1, batch_size))
+        multiple = PAD_MULTIPLE if self.device.type == "cuda" else 1
+        groups, rest = shared_prefixes(query_texts, tokens, min_length=_MIN_SHARED_PREFIX)
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode():
-                for chunk in chunks:  # progress: the caller's (CachedReranker's bar)
-                    scores[chunk] = self(**self.pad_pairs(tokens, chunk)).cpu().numpy()
+                for members, length in groups:
+                    scores[members] = self._score_continuations(
+                        tokens, members, length, batch_size, multiple
+                    )
+                lone = TokenizedTexts.from_lists(_rows(tokens, rest, 0))
+                for chunk in plan_chunks(lone.lengths, max_items=max(1, batch_size)):
+                    inputs = self.pad_pairs(lone, chunk, multiple)
+                    scores[[rest[i] for i in chunk]] = self(**inputs).cpu().numpy()
         finally:
             self.train(was_training)
         return scores
+
+    def _score_continuations(
+        self,
+        tokens: TokenizedTexts,
+        members: list[int],
+        length: int,
+        batch_size: int,
+        multiple: int,
+    ) -> np.ndarray:
+        """Scores of the prompts ``tokens[members]``, which share their first ``length``
+        tokens: the prefix is run once, then chunks of the rests of the prompts on its cache."""
+        offset = int(tokens.offsets[members[0]])
+        cache = prefix_cache(self.backbone, tokens.ids[offset : offset + length].to(self.device))
+        rests = TokenizedTexts.from_lists(_rows(tokens, members, length))
+        out = np.empty(len(members), dtype=np.float32)
+        for chunk in plan_chunks(rests.lengths, max_items=max(1, batch_size)):
+            inputs = self.pad_pairs(rests, chunk, multiple)
+            mask = inputs["attention_mask"]
+            mask = torch.cat([mask.new_ones(len(chunk), length), mask], dim=1)
+            past = repeat_cache(cache, len(chunk))
+            log_odds = answer_log_odds(
+                self.backbone, inputs["input_ids"], mask, self.answer_ids, past_key_values=past
+            )
+            out[chunk] = log_odds.cpu().numpy()
+        return out
 
     @property
     def fingerprint(self) -> str:
