@@ -25,8 +25,8 @@ from dualview.models.llm_reranker import (
     LlmReranker,
     answer_log_odds,
     prefix_cache,
-    repeat_cache,
     shared_prefixes,
+    stack_caches,
 )
 from dualview.models.reranker import RERANKER_FILE, Reranker, TrainableReranker
 from dualview.models.rerankers import load_reranker
@@ -189,28 +189,29 @@ def test_prompts_of_one_query_share_their_prefix_with_the_scores_of_whole_prompt
     assert max(whole) - min(whole) > 1e-3
 
 
-def test_a_cached_prefix_gives_the_log_odds_of_the_whole_prompt(tiny_lm) -> None:
+def test_cached_prefixes_of_two_lengths_give_the_log_odds_of_the_whole_prompts(tiny_lm) -> None:
+    """Two prompts, each continuing its own cached prefix (20 and 12 tokens, stacked and
+    left-padded into one cache): the log-odds of the whole prompts."""
     _, path = tiny_lm
     model = LlmReranker(reranker_config(path)).eval()
     tokens = model.tokenize_pairs([QUERY] * 2, PASSAGES[:2])
-    inputs = model.pad_pairs(tokens, [0, 1], multiple=1)
-    head = 20
+    heads = [20, 12]
+    rows = _token_rows(tokens)
     with torch.inference_mode():
-        whole = model(**inputs)
-        cache = prefix_cache(model.backbone, tokens.ids[:head])
-        rests = TokenizedTexts.from_lists(_token_rows(tokens, head))
+        whole = model(**model.pad_pairs(tokens, [0, 1], multiple=1))
+        pieces = zip(rows, heads, strict=True)
+        caches = [prefix_cache(model.backbone, torch.tensor(r[:n])) for r, n in pieces]
+        rests = TokenizedTexts.from_lists([r[n:] for r, n in zip(rows, heads, strict=True)])
         rest = model.pad_pairs(rests, [0, 1], multiple=1)
-        mask = torch.cat([torch.ones(2, head, dtype=torch.int64), rest["attention_mask"]], 1)
-        past = repeat_cache(cache, 2)
+        past, head_mask = stack_caches(caches, heads)
+        assert head_mask.tolist() == [[1] * 20, [0] * 8 + [1] * 12]
+        mask = torch.cat([head_mask, rest["attention_mask"]], 1)
         cached = answer_log_odds(model.backbone, rest["input_ids"], mask, model.answer_ids, past)
         torch.testing.assert_close(cached, whole, atol=1e-5, rtol=0)
+        past, _ = stack_caches(caches, heads)
         with pytest.raises(ValueError, match="20 cached"):  # the prefix's columns left out
             answer_log_odds(
-                model.backbone,
-                rest["input_ids"],
-                rest["attention_mask"],
-                model.answer_ids,
-                repeat_cache(cache, 2),
+                model.backbone, rest["input_ids"], rest["attention_mask"], model.answer_ids, past
             )
 
 

@@ -31,8 +31,9 @@ trains the LM to answer the question.
   ids count real tokens only, so a pair's score does not depend on its batch.
 - **Scoring** (`LlmReranker.score`): the prompts of one query text (its candidate
   passages) begin alike (the template's head and the query), so their common token prefix
-  runs once and its key/value cache serves each chunk of them, which runs only the rest of
-  each prompt. Scores are the whole prompts' (float rounding aside).
+  runs once per query; then the rests of all prompts run in chunks sorted by length across
+  queries, each row on its own query's key/value cache (`stack_caches`). Scores are the
+  whole prompts' (float rounding aside).
 - **LoRA** (``model.lora``): the adapters of `dualview.models.decoder` on the LM's linear
   layers; only they train.
 - **Saved folder**: the merged LM with its tokenizer (a plain ``AutoModelForCausalLM``
@@ -55,7 +56,6 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,8 @@ import numpy as np
 import torch
 import transformers
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from torch.nn import functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from dualview.config import validate_config
@@ -291,19 +292,32 @@ def answer_log_odds(
 
 def prefix_cache(backbone: Any, prefix_ids: torch.Tensor) -> Any:
     """The key/value cache of one unpadded token prefix [p] through the causal LM
-    ``backbone`` (one row; `repeat_cache` makes a copy per prompt that continues it)."""
+    ``backbone`` (one row; `stack_caches` puts the caches of several prompts' prefixes together)."""
     ids = prefix_ids.to(torch.int64).unsqueeze(0)
     positions = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
     out = backbone(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=1)
     return getattr(out, _CACHE_ARG)
 
 
-def repeat_cache(cache: Any, rows: int) -> Any:
-    """A copy of a one-row ``cache`` with ``rows`` rows (a forward pass extends its cache,
-    so each chunk of prompts takes its own copy)."""
-    copy = deepcopy(cache)
-    copy.batch_repeat_interleave(rows)
-    return copy
+def stack_caches(caches: Sequence[Any], lengths: Sequence[int]) -> tuple[Any, torch.Tensor]:
+    """One cache whose row ``i`` is the one-row ``caches[i]`` (a prefix of ``lengths[i]``
+    tokens, `prefix_cache`), left-padded to the longest, and the mask of its columns
+    [len(caches), longest] (padding 0), which `answer_log_odds`'s ``attention_mask`` begins
+    with; the padded columns are masked, and positions count real tokens only."""
+    width = max(lengths)
+    layers = []
+    for per_layer in zip(*(list(cache) for cache in caches), strict=True):
+        pairs = list(zip(per_layer, lengths, strict=True))
+        keys, values = (
+            torch.cat([F.pad(layer[part], (0, 0, width - n, 0)) for layer, n in pairs])
+            for part in (0, 1)
+        )
+        layers.append((keys, values))
+    from_legacy = getattr(DynamicCache, "from_legacy_cache", None)  # transformers 4.x
+    cache = from_legacy(tuple(layers)) if from_legacy is not None else DynamicCache(layers)
+    columns = torch.arange(width).unsqueeze(0)
+    mask = columns >= (width - torch.tensor(list(lengths))).unsqueeze(1)
+    return cache, mask.to(torch.int64)
 
 
 def shared_prefixes(
@@ -457,9 +471,10 @@ class LlmReranker(nn.Module):
         Prompts are scored in chunks of at most ``batch_size`` of similar length, longest
         first, in eval mode and without autograd. Prompts of the same query text (a query's
         candidate passages) share their token prefix (the template's head and the query):
-        it is run once, and its key/value cache is reused by each of their chunks, which run
-        only the rest of each prompt. The scores are those of whole prompts (up to float
-        rounding: `answer_log_odds` on each prompt alone gives them within 1e-5 in float32).
+        it is run once, and the rests of the prompts run in chunks sorted by length across
+        queries, each row on its query's key/value cache. The scores are those of whole
+        prompts (up to float rounding: `answer_log_odds` on each prompt alone gives them
+        within 1e-5 in float32).
         Chunks are padded to their longest prompt (to a multiple of 8 on CUDA).
         """
         if not len(queries) == len(instructions) == len(passages):
@@ -476,10 +491,7 @@ class LlmReranker(nn.Module):
         self.eval()
         try:
             with torch.inference_mode():
-                for members, length in groups:
-                    scores[members] = self._score_continuations(
-                        tokens, members, length, batch_size, multiple
-                    )
+                self._score_continuations(tokens, groups, batch_size, multiple, scores)
                 lone = TokenizedTexts.from_lists(_rows(tokens, rest, 0))
                 for chunk in plan_chunks(lone.lengths, max_items=max(1, batch_size)):
                     inputs = self.pad_pairs(lone, chunk, multiple)
@@ -491,27 +503,34 @@ class LlmReranker(nn.Module):
     def _score_continuations(
         self,
         tokens: TokenizedTexts,
-        members: list[int],
-        length: int,
+        groups: list[tuple[list[int], int]],
         batch_size: int,
         multiple: int,
-    ) -> np.ndarray:
-        """Scores of the prompts ``tokens[members]``, which share their first ``length``
-        tokens: the prefix is run once, then chunks of the rests of the prompts on its cache."""
-        offset = int(tokens.offsets[members[0]])
-        cache = prefix_cache(self.backbone, tokens.ids[offset : offset + length].to(self.device))
-        rests = TokenizedTexts.from_lists(_rows(tokens, members, length))
-        out = np.empty(len(members), dtype=np.float32)
+        scores: np.ndarray,
+    ) -> None:
+        """Scores (into ``scores``) of the prompts of ``groups`` (`shared_prefixes`): each
+        group's common prefix runs once; then the rests of all their prompts, sorted by
+        length across groups, run in chunks, each row on its own group's cache."""
+        caches, members, owner, starts = [], [], [], []
+        for number, (indices, length) in enumerate(groups):
+            offset = int(tokens.offsets[indices[0]])
+            ids = tokens.ids[offset : offset + length].to(self.device)
+            caches.append(prefix_cache(self.backbone, ids))
+            members += indices
+            owner += [number] * len(indices)
+            starts += [length] * len(indices)
+        rests = TokenizedTexts.from_lists(
+            [row[start:] for row, start in zip(_rows(tokens, members, 0), starts, strict=True)]
+        )
         for chunk in plan_chunks(rests.lengths, max_items=max(1, batch_size)):
+            lengths = [starts[i] for i in chunk]
+            past, head = stack_caches([caches[owner[i]] for i in chunk], lengths)
             inputs = self.pad_pairs(rests, chunk, multiple)
-            mask = inputs["attention_mask"]
-            mask = torch.cat([mask.new_ones(len(chunk), length), mask], dim=1)
-            past = repeat_cache(cache, len(chunk))
+            mask = torch.cat([head.to(self.device), inputs["attention_mask"]], dim=1)
             log_odds = answer_log_odds(
                 self.backbone, inputs["input_ids"], mask, self.answer_ids, past_key_values=past
             )
-            out[chunk] = log_odds.cpu().numpy()
-        return out
+            scores[[members[i] for i in chunk]] = log_odds.cpu().numpy()
 
     @property
     def fingerprint(self) -> str:
