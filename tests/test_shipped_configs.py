@@ -38,3 +38,21 @@ def test_training_configs_load(path):
     config = load_config(TrainConfig, path)
     # bi-encoders divide cosine similarities by the paper's 0.02; rerankers' logits stay raw
     assert config.loss.temperature == (0.02 if config.model.kind == "bi_encoder" else 1.0)
+
+
+def test_a_set_below_training_overrides_adds_one_override(tmp_path):
+    """``--set training.overrides.model.name_or_path=X`` adds that key beside the file's
+    other overrides (``model.query_max_length`` ...): before, it became ``model: {...}`` and
+    replaced the whole model section of the training config."""
+    path = REPO_ROOT / "configs" / "experiments" / "gold-cross-encoder-distill-cpu.yaml"
+    folder = str(tmp_path / "distilled")
+    keys = [f"training.overrides.model.name_or_path={folder}", "training.overrides.seed=7"]
+    experiment = load_experiment(path, keys)
+    assert experiment.training.overrides["model.name_or_path"] == folder
+    assert experiment.training.overrides["model.query_max_length"] == 96  # the file's, kept
+    data = train_config_dict(experiment, None)
+    assert data["model"]["name_or_path"] == folder and data["seed"] == 7
+    assert data["model"]["kind"] == "cross_encoder"  # the base file's model section, kept
+    assert data["model"]["query_max_length"] == 96 and data["data"]["num_negatives"] == 6
+    sweep_keys = load_sweep(path, keys)  # no sweep block: None, and no error
+    assert sweep_keys is None

@@ -70,8 +70,32 @@ def parse_yaml_mapping(text: str, source: str | Path, first_line: int = 1) -> di
     return data
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place.
+def set_dotted(
+    data: dict[str, Any], key: str, value: Any, flat_maps: tuple[str, ...], where: str
+) -> None:
+    """Set ``a.b.c`` in nested ``data``, in place. Below a mapping named in ``flat_maps``
+    (one whose keys are dotted paths themselves, like an experiment's
+    ``training.overrides``) the rest of the path is one key, so that
+    ``training.overrides.model.name_or_path`` adds that override beside the others instead
+    of replacing the whole ``model`` section. ``where`` begins the error of a non-mapping."""
+    node = data
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{where}: {part} is not a mapping")
+        node = child
+        if part in flat_maps:
+            node[".".join(parts[i + 1 :])] = value
+            return
+    node[parts[-1]] = value
+
+
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str], flat_maps: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place
+    (``flat_maps``: see `set_dotted`).
 
     A value that is not valid YAML is one `ConfigError` naming the key (the value itself is
     not repeated: it may be a secret). A text with ``: `` in it (a template) must be quoted
@@ -81,13 +105,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r}: expected KEY=VALUE")
-        node = data
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {part} is not a mapping")
-        node[parts[-1]] = _override_value(key, raw)
+        set_dotted(data, key, _override_value(key, raw), flat_maps, f"override {item!r}")
     return data
 
 
@@ -121,10 +139,14 @@ def validate_config(model: type[ModelT], data: dict[str, Any], source: str) -> M
 
 
 def load_config(
-    model: type[ModelT], path: str | Path, overrides: list[str] | None = None
+    model: type[ModelT],
+    path: str | Path,
+    overrides: list[str] | None = None,
+    flat_maps: tuple[str, ...] = (),
 ) -> ModelT:
-    """Read ``path`` (YAML), apply ``overrides``, validate against ``model``."""
-    data = apply_overrides(read_yaml(path), overrides or [])
+    """Read ``path`` (YAML), apply ``overrides`` (``flat_maps``: see `set_dotted`), validate
+    against ``model``."""
+    data = apply_overrides(read_yaml(path), overrides or [], flat_maps)
     return validate_config(model, data, str(path))
 
 

@@ -228,5 +228,10 @@ class Experiment(StrictModel):
         return self.run_dir or Path("runs") / self.name
 
 
+#: Mappings of an experiment whose keys are dotted paths themselves (``training.overrides``):
+#: ``--set`` and sweep keys below one name a single key of it (`dualview.config.set_dotted`).
+FLAT_MAPS = ("overrides",)
+
+
 def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Experiment:
-    return load_config(Experiment, path, overrides).located(str(path))
+    return load_config(Experiment, path, overrides, FLAT_MAPS).located(str(path))

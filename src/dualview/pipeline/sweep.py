@@ -58,18 +58,24 @@ from pydantic import Field, StrictInt, field_validator
 from rich.console import Console
 from rich.table import Table
 
-from dualview.config import ConfigError, StrictModel, apply_overrides, read_yaml, validate_config
+from dualview.config import (
+    ConfigError,
+    StrictModel,
+    apply_overrides,
+    read_yaml,
+    set_dotted,
+    validate_config,
+)
 from dualview.eval.selection import selection_benchmark
 from dualview.lock import LOCK_FILE, LockedError, exclusive, folder_lock
 from dualview.pipeline.build import build_pipeline, resolve_stages
-from dualview.pipeline.experiment import Experiment
+from dualview.pipeline.experiment import FLAT_MAPS, Experiment
 from dualview.pipeline.runner import run_experiment
 from dualview.pipeline.stages import Pipeline, read_done
 from dualview.progress import clock_text
 from dualview.run_folder import SweepArm, SweepManifest, write_sweep_manifest
 
 SWEEP_KEY = "sweep"
-FLAT_MAPS = ("overrides",)  # mappings whose keys are dotted paths themselves
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 MAX_LABEL = 120
@@ -177,17 +183,7 @@ MANIFEST_LOCK = ".sweep-manifest.lock"
 def set_key(data: dict[str, Any], key: str, value: Any) -> None:
     """Set ``a.b.c`` in nested ``data``; below a flat map (``overrides``) the rest of the
     path is one key."""
-    node = data
-    parts = key.split(".")
-    for i, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"sweep: {key}: {part} is not a mapping")
-        node = child
-        if part in FLAT_MAPS:
-            node[".".join(parts[i + 1 :])] = copy.deepcopy(value)
-            return
-    node[parts[-1]] = copy.deepcopy(value)
+    set_dotted(data, key, copy.deepcopy(value), FLAT_MAPS, f"sweep: {key}")
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
@@ -394,7 +390,7 @@ def expand(raw: dict[str, Any], spec: SweepSpec, source: str) -> Sweep:
 def load_sweep(path: str | Path, overrides: list[str] | None = None) -> Sweep | None:
     """The expanded sweep of an experiment file, or None when it has no ``sweep:`` block.
     ``--set`` overrides apply before expansion (``--set sweep.seeds=[1,2,3,4]`` too)."""
-    raw = apply_overrides(read_yaml(path), overrides or [])
+    raw = apply_overrides(read_yaml(path), overrides or [], FLAT_MAPS)
     block = raw.pop(SWEEP_KEY, None)
     if block is None:
         return None
