@@ -350,10 +350,15 @@ def shared_prefixes(
     return groups, sorted(rest)
 
 
-def _rows(tokens: TokenizedTexts, indices: Sequence[int], start: int) -> list[list[int]]:
-    """The token ids of ``tokens[indices]`` from position ``start`` on."""
+def _rests(
+    tokens: TokenizedTexts, indices: Sequence[int], starts: Sequence[int]
+) -> list[list[int]]:
+    """The token ids of each ``tokens[indices[k]]`` from position ``starts[k]`` on."""
     offsets, lengths = tokens.offsets.tolist(), tokens.lengths.tolist()
-    return [tokens.ids[offsets[i] + start : offsets[i] + lengths[i]].tolist() for i in indices]
+    return [
+        tokens.ids[offsets[i] + start : offsets[i] + lengths[i]].tolist()
+        for i, start in zip(indices, starts, strict=True)
+    ]
 
 
 class LlmReranker(nn.Module):
@@ -492,10 +497,11 @@ class LlmReranker(nn.Module):
         try:
             with torch.inference_mode():
                 self._score_continuations(tokens, groups, batch_size, multiple, scores)
-                lone = TokenizedTexts.from_lists(_rows(tokens, rest, 0))
-                for chunk in plan_chunks(lone.lengths, max_items=max(1, batch_size)):
-                    inputs = self.pad_pairs(lone, chunk, multiple)
-                    scores[[rest[i] for i in chunk]] = self(**inputs).cpu().numpy()
+                lone = tokens.lengths[rest]  # prompts sharing no prefix: scored whole
+                for chunk in plan_chunks(lone, max_items=max(1, batch_size)):
+                    indices = [rest[i] for i in chunk]
+                    inputs = self.pad_pairs(tokens, indices, multiple)
+                    scores[indices] = self(**inputs).cpu().numpy()
         finally:
             self.train(was_training)
         return scores
@@ -519,9 +525,7 @@ class LlmReranker(nn.Module):
             members += indices
             owner += [number] * len(indices)
             starts += [length] * len(indices)
-        rests = TokenizedTexts.from_lists(
-            [row[start:] for row, start in zip(_rows(tokens, members, 0), starts, strict=True)]
-        )
+        rests = TokenizedTexts.from_lists(_rests(tokens, members, starts))
         for chunk in plan_chunks(rests.lengths, max_items=max(1, batch_size)):
             lengths = [starts[i] for i in chunk]
             past, head = stack_caches([caches[owner[i]] for i in chunk], lengths)
