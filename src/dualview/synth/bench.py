@@ -750,11 +750,11 @@ def markdown_table(report: dict[str, Any]) -> str:
     candidates when there were several, then the judge's accuracy."""
     judge_backend = report["judge_backend"]
     judge_name = f"judge `{judge_backend['model']}`" if judge_backend else "no judge (not judged)"
+    settings = _settings(report)
     lines = [
         f"Gold {report['split']} split, {report['instances']} instances; "
         f"backend `{report['backend']['model']}`, {judge_name}"
-        + "".join(f"; {s}" for s in [_settings(report)] if s)
-        + ".",
+        f"{f'; {settings}' if settings else ''}.",
         "",
     ]
     if not report["shots"]:
@@ -767,15 +767,14 @@ def markdown_table(report: dict[str, Any]) -> str:
     ]
     for shots, m in report["shots"].items():
         reasons = ", ".join(f"{k} {v}" for k, v in m["rejection_reasons"].items()) or "-"
-        verdicts = m["judge"] or {"pass_rate": None, "seconds_per_record": None}
-        judged = m["judge"] is not None
+        verdicts = m["judge"]  # None: not judged
         lines.append(
             f"| {shots} | {m['records']} | {_pct(m['parse_rate'])} | {_pct(m['none_rate'])} "
             f"| {_pct(m['accepted_rate'])} "
             f"| {m['closeness']['near_copies_of_original']}/{m['closeness']['accepted']} "
-            f"| {reasons} | {_pct(verdicts['pass_rate']) if judged else 'not judged'} "
+            f"| {reasons} | {_pct(verdicts['pass_rate']) if verdicts else 'not judged'} "
             f"| {_num(m['seconds_per_record'])} "
-            f"| {_num(verdicts['seconds_per_record']) if judged else 'not judged'} "
+            f"| {_num(verdicts['seconds_per_record']) if verdicts else 'not judged'} "
             f"| {_num(m['tokens_in_per_record'])} / {_num(m['tokens_out_per_record'])} |"
         )
     lines.append("")
