@@ -128,6 +128,12 @@ def bench_config(url: str, gold_dir: Path, **extra) -> BenchConfig:
     return BenchConfig.model_validate(data)
 
 
+def bench_cli_args(url: str, gold_dir: Path, out: Path, *extra: str) -> list[str]:
+    """``dualview bench-synth`` against the stub server at ``url`` on ``gold_dir``."""
+    common = ["--backend", "openai", "--model", "stub", "--base-url", url]
+    return ["bench-synth", *common, "--gold-dir", str(gold_dir), *extra, "--out", str(out)]
+
+
 def test_counts_and_judge_agreement_match_the_script(tmp_path: Path, gold_dir: Path) -> None:
     script = Script()
     with StubServer(script) as server:
@@ -257,19 +263,8 @@ def test_a_parser_change_rejudges_the_benchmark_from_its_caches(
 
 def test_cli_writes_json_and_table(tmp_path: Path, gold_dir: Path) -> None:
     with StubServer(Script()) as server:
-        result = CliRunner().invoke(
-            app,
-            [
-                "bench-synth",
-                "--backend", "openai",
-                "--model", "stub",
-                "--base-url", server.base_url,
-                "--gold-dir", str(gold_dir),
-                "--limit", "3",
-                "--shots", "0,1",
-                "--out", str(tmp_path / "cli"),
-            ],
-        )  # fmt: skip
+        args = bench_cli_args(server.base_url, gold_dir, tmp_path / "cli", "--limit", "3")
+        result = CliRunner().invoke(app, [*args, "--shots", "0,1"])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "cli" / "bench.json").read_text())
     assert report["instances"] == 3 and set(report["shots"]) == {"0", "1"}
@@ -336,20 +331,9 @@ def test_writer_only_refuses_settings_that_need_the_judge(
 def test_cli_no_judge_flag(tmp_path: Path, gold_dir: Path) -> None:
     script = Script()
     with StubServer(script) as server:
-        result = CliRunner().invoke(
-            app,
-            [
-                "bench-synth",
-                "--backend", "openai",
-                "--model", "stub",
-                "--base-url", server.base_url,
-                "--gold-dir", str(gold_dir),
-                "--limit", "2",
-                "--shots", "1",
-                "--no-judge",
-                "--out", str(tmp_path / "cli"),
-            ],
-        )  # fmt: skip
+        extra = ["--limit", "2", "--shots", "1", "--no-judge"]
+        args = bench_cli_args(server.base_url, gold_dir, tmp_path / "cli", *extra)
+        result = CliRunner().invoke(app, args)
         assert server.requests == 2
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "cli" / "bench.json").read_text())

@@ -29,7 +29,7 @@ from dualview.synth.verify import (
     choice_regex,
     parse_yes_no,
 )
-from tests.test_synth_bench import bench_config, gold_instances
+from tests.test_synth_bench import bench_cli_args, bench_config, gold_instances
 
 # Pointwise judge mistakes, per instance: "n_star_yes" says yes to N* under the original
 # instruction (the control fails); "order" answers yes under the original instruction only
@@ -232,22 +232,15 @@ def test_self_consistency_keeps_the_first_verified_candidate(
 def test_cli_judge_only_with_the_new_options(tmp_path: Path, gold_dir: Path) -> None:
     script = PointwiseScript()
     with StubServer(script) as server:
-        result = CliRunner().invoke(
-            app,
-            [
-                "bench-synth",
-                "--backend", "openai",
-                "--model", "stub",
-                "--base-url", server.base_url,
-                "--gold-dir", str(gold_dir),
-                "--limit", "3",
-                "--set", "judge_only=true",
-                "--set", "verify.scoring=pointwise",
-                "--set", "verify.constrained=true",
-                "--set", "verify.distractors=0",
-                "--out", str(tmp_path / "cli"),
-            ],
-        )  # fmt: skip
+        extra = [
+            "--limit", "3",
+            "--set", "judge_only=true",
+            "--set", "verify.scoring=pointwise",
+            "--set", "verify.constrained=true",
+            "--set", "verify.distractors=0",
+        ]  # fmt: skip
+        args = bench_cli_args(server.base_url, gold_dir, tmp_path / "cli", *extra)
+        result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "cli" / "bench.json").read_text())
     assert report["shots"] == {} and report["judge"]["scoring"] == "pointwise"
