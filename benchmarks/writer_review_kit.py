@@ -46,6 +46,7 @@ from dualview.data.jsonl import iter_records
 from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.paths import check_outputs
 from dualview.review.sample import stratified_sample
 from dualview.review.store import check_reviewer
 
@@ -262,6 +263,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "build" and args.kit.resolve() == args.key.resolve():
         parser.error("KIT and KEY must be different folders (the key stays hidden)")
+    try:  # no output may be an input: a reader never writes what it reads
+        if args.command == "build":
+            check_outputs([args.kit, args.key], [args.accepted, args.gold_dir], replaced=False)
+        else:
+            check_outputs([args.out], [args.labels, args.key_file])
+    except DataError as exc:
+        parser.error(str(exc))
     (build if args.command == "build" else score)(args)
 
 

@@ -141,3 +141,17 @@ def test_score_rejects_an_unknown_label(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode != 0 and "label" in done.stderr
+
+
+def test_score_refuses_to_write_over_its_labels_or_key(tmp_path: Path) -> None:
+    accepted = tmp_path / "accepted.jsonl"
+    fake_accepted(accepted, 45)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    labels, key = tmp_path / "labels.jsonl", tmp_path / "key" / "key.jsonl"
+    write_jsonl(labels, [{"item": 1, "label": "reversal"}])
+    before = {path: path.read_bytes() for path in (labels, key)}
+    for out in (labels, key):
+        args = [sys.executable, SCRIPT, "score", str(labels), str(key), str(out)]
+        done = subprocess.run(args, capture_output=True, text=True)
+        assert done.returncode != 0 and "output" in done.stderr
+    assert {path: path.read_bytes() for path in (labels, key)} == before
