@@ -20,7 +20,9 @@ or ``msmarco`` (MS MARCO passage lengths)), and runs the real trainer
   on a ``--ce-shape`` backbone (bert-base) and an LLM reranker on a random-init
   ``--llm-shape`` decoder (Qwen2.5-0.5B class); GradCache ``auto`` as for ``ours``;
 - ``ours+MOD+MOD...`` (also ``ce+MOD``, ``llm+MOD``): options of the trainer (`MODIFIERS`):
-  ``noretain`` (``gradcache_retain_last: false``: every chunk runs twice, as before), ``unfused``
+  ``noretain`` (``gradcache_retain_last: false``: every chunk runs twice, as before),
+  ``retainN`` (``gradcache_retain_tokens: N``; ``retain0``: only the last chunk keeps its
+  graph, the behaviour before trailing chunks that fit the measured memory did), ``unfused``
   (``optim.fused: false``), ``compile`` (whole backbone, dynamic shapes), ``layers``
   (``compile: layers``), ``bucketN`` (``pad_multiple: N``), ``packed`` (``model.unpadded``,
   kernel ``auto``), ``flash`` (packed through ``varlen_kernel: torch_flash``), ``tokensN``
@@ -66,7 +68,8 @@ VARIANTS = ("fixed32", "ours", "ours-compile", "st")
 FAMILY_BASES = {"ours": "bi_encoder", "ce": "cross_encoder", "llm": "llm_reranker"}
 #: ``ours+MOD``: what each modifier sets in the training config (``N``: a number).
 MODIFIERS = (
-    "noretain", "unfused", "compile", "layers", "bucketN", "packed", "flash", "tokensN", "profile"
+    "noretain", "retainN", "unfused", "compile", "layers", "bucketN", "packed", "flash",
+    "tokensN", "profile",
 )  # fmt: skip
 
 
@@ -95,6 +98,8 @@ def apply_modifiers(settings: dict, mods: list[str]) -> None:
         number = int(mod[len(stem) :]) if mod != stem else None
         if stem == "noretain":
             settings["gradcache_retain_last"] = False
+        elif stem == "retain":
+            settings["gradcache_retain_tokens"] = number
         elif stem == "unfused":
             settings["optim"]["fused"] = False
         elif stem == "compile":
@@ -335,7 +340,7 @@ def run_st(args: argparse.Namespace, model_dir: Path, work: Path) -> dict:
             seconds += time.perf_counter() - start
             lengths = [int(n) for f in features for n in f["attention_mask"].sum(1)]
             tokens += sum(lengths)
-            model_flops, hardware_flops = training_flops(shape, lengths, gradcache=True)
+            model_flops, hardware_flops = training_flops(shape, lengths, rerun=lengths)
             flops += model_flops
             hardware += hardware_flops
         if number + 1 == args.warmup + args.st_steps:

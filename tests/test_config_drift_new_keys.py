@@ -9,7 +9,13 @@ from pathlib import Path
 from dualview.train.config import TrainConfig
 from dualview.train.config_drift import config_changes, snapshot
 
-NEW_KEYS = ("pad_multiple", "gradcache_max_tokens", "varlen_kernel", "optim.fused")
+NEW_KEYS = (
+    "pad_multiple",
+    "gradcache_max_tokens",
+    "gradcache_retain_tokens",
+    "varlen_kernel",
+    "optim.fused",
+)
 
 
 def _config(tmp_path: Path, **settings) -> TrainConfig:

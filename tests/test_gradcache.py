@@ -3,12 +3,14 @@ state, for every model family: with dropout on, the re-forward of a chunk in the
 pass sees exactly the dropout masks of its no-grad forward, so the gradient is the plain
 step's. Removing the replay makes these tests fail (dropout draws new masks). The last chunk
 of the last group keeps its first-pass graph (``retain_last``): not run twice, same gradient,
-same RNG state after the step."""
+same RNG state after the step; with ``retain_tokens`` the chunks before it that fit that
+budget keep theirs too."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from dualview.models.cross_encoder import CrossEncoderReranker
 from dualview.models.llm_reranker import LlmReranker
 from dualview.train.batching import build_batch
 from dualview.train.config import LossConfig
+from dualview.train.gradcache import kept_chunks
 from dualview.train.objectives import RelationInfoNCE, build_objective
 from dualview.train.rerank_step import rerank_step
 from dualview.train.step import Chunking, contrastive_step
@@ -49,8 +52,8 @@ def _bi_encoder(tmp_path: Path):
     model = BiEncoder(ModelConfig(name_or_path=str(folder), query_max_length=32))
     batch = build_batch(list(iter_records(FIXTURE))[:4], 30, "{query} {instruction}")
 
-    def step(retain: bool = True) -> None:
-        chunking = Chunking(max_items=CHUNK, retain_last=retain)
+    def step(retain: bool = True, tokens: int = 0) -> None:
+        chunking = Chunking(max_items=CHUNK, retain_last=retain, retain_tokens=tokens)
         contrastive_step(model, RelationInfoNCE(0.05), batch, chunk_size=chunking)
 
     return model, model.backbone, step
@@ -60,8 +63,9 @@ def _reranker(model: nn.Module):
     batch = build_batch(list(iter_records(FIXTURE))[:2], 30, "{query} {instruction}")
     loss = build_objective(LossConfig(objective="rerank_listwise", temperature=1.0))
 
-    def step(retain: bool = True) -> None:
-        rerank_step(model, loss, batch, chunk_size=Chunking(max_items=CHUNK, retain_last=retain))
+    def step(retain: bool = True, tokens: int = 0) -> None:
+        chunking = Chunking(max_items=CHUNK, retain_last=retain, retain_tokens=tokens)
+        rerank_step(model, loss, batch, chunk_size=chunking)
 
     return model, model, step
 
@@ -138,3 +142,58 @@ def test_keeping_the_last_chunk_gives_the_gradient_and_rng_state_of_running_it_t
     for name, grad in plain.items():
         torch.testing.assert_close(kept[name], grad, rtol=1e-5, atol=1e-6, msg=name)
     assert torch.equal(kept_rng, plain_rng)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_chunks_kept_within_the_token_budget_give_the_gradient_and_rng_state_of_running_twice(
+    family: str, tmp_path: Path
+) -> None:
+    torch.manual_seed(0)
+    model, watched, step = FAMILIES[family](tmp_path)
+    model.train()
+    results = {}
+    for tokens in (None, 10**9):  # None: every chunk runs twice; 10**9: all of the last group
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(1)
+        seen, remove = _outputs(watched)
+        step(tokens is not None, tokens or 0)
+        remove()
+        results[tokens] = (_gradients(model), torch.get_rng_state(), len(seen))
+    (plain, plain_rng, plain_runs), (kept, kept_rng, kept_runs) = results.values()
+    assert plain_runs - kept_runs >= 2  # more than the last chunk ran once
+    assert plain.keys() == kept.keys() and plain
+    for name, grad in plain.items():
+        torch.testing.assert_close(kept[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    assert torch.equal(kept_rng, plain_rng)
+
+
+@dataclass
+class _Sized:
+    """A `ChunkedGroup` stand-in: only its chunks' token counts matter to `kept_chunks`."""
+
+    sizes: list[int]
+
+    @property
+    def chunks(self) -> list[list[int]]:
+        return [[i] for i in range(len(self.sizes))]
+
+    def chunk_tokens(self, chunk: list[int]) -> int:
+        return self.sizes[chunk[0]]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "budget", "kept"),
+    [
+        ([], 100, 0),  # no chunk
+        ([50, 40, 10], 0, 1),  # the last chunk is always kept
+        ([50, 40, 10], 49, 1),  # 40 + 10 = 50 > 49
+        ([50, 40, 10], 50, 2),  # exactly the budget
+        ([50, 40, 10], 99, 2),
+        ([50, 40, 10], 100, 3),
+        ([10, 90, 10], 30, 1),  # contiguous from the end: the 90 stops it
+    ],
+)
+def test_kept_chunks_are_the_trailing_ones_within_the_budget(
+    sizes: list[int], budget: int, kept: int
+) -> None:
+    assert kept_chunks(_Sized(sizes), budget) == kept

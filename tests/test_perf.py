@@ -59,9 +59,12 @@ def test_mfu_counts_forward_and_backward_hfu_adds_the_gradcache_pass() -> None:
     shape = ModelShape(linear_params=1000, layers=2, attention_dim=8)
     lengths = [5, 3]
     forward = encoder_flops(shape, lengths)
-    assert training_flops(shape, lengths, gradcache=False) == (3 * forward, 3 * forward)
-    model, hardware = training_flops(shape, lengths, gradcache=True)
+    assert training_flops(shape, lengths) == (3 * forward, 3 * forward)
+    model, hardware = training_flops(shape, lengths, rerun=lengths)
     assert model == 3 * forward and hardware == pytest.approx(4 * forward)
+    # a text whose chunk kept its graph runs once: only the other is counted again
+    _, partial = training_flops(shape, lengths, rerun=[3])
+    assert partial == pytest.approx(3 * forward + encoder_flops(shape, [3]))
     meter = ThroughputMeter(peak=1e-9)  # TFLOP/s: any positive peak makes both ratios
     meter.add(tokens=8, flops=model, hardware_flops=hardware)
     report = meter.report()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -30,8 +31,9 @@ from dualview.models.compiled import compile_backbone, transformer_layers
 from dualview.models.config import ModelConfig
 from dualview.models.tokens import padded_width, plan_chunks
 from dualview.train.config import OptimConfig, TrainConfig
+from dualview.train.memory import TokenBudget
 from dualview.train.step import Chunking
-from dualview.train.trainer import build_optimizer
+from dualview.train.trainer import Trainer, build_optimizer
 from tests.step_checks import assert_same_step, run_step
 from tests.train_tiny import make_tiny_encoder
 
@@ -104,6 +106,15 @@ def _config(**settings) -> TrainConfig:
         ({"gradcache_max_tokens": 4096}, "gradcache_max_tokens: needs gradcache_chunk_size"),
         ({"gradcache_chunk_size": 8, "gradcache_max_tokens": 4096}, "needs gradcache_chunk_size"),
         ({"pad_multiple": 64}, "pad_multiple: rounds GradCache chunks"),
+        ({"gradcache_retain_tokens": 4096}, "gradcache_retain_tokens: keeps GradCache"),
+        (
+            {
+                "gradcache_chunk_size": 8,
+                "gradcache_retain_last": False,
+                "gradcache_retain_tokens": 0,
+            },
+            "set gradcache_chunk_size and gradcache_retain_last: true",
+        ),
         ({"varlen_kernel": "torch_flash"}, "varlen_kernel: chooses the kernel of model.unpadded"),
     ],
 )
@@ -116,6 +127,7 @@ def test_speed_options_validate_together() -> None:
     config = _config(
         gradcache_chunk_size="auto",
         gradcache_max_tokens=4096,
+        gradcache_retain_tokens=8192,
         pad_multiple=64,
         compile="layers",
         model={"unpadded": True},
@@ -179,3 +191,49 @@ def test_torch_flash_on_cpu_says_why() -> None:
         )
     with pytest.raises(ConfigError, match="varlen kernel 'fast'"):
         unpadded.implementation_name("fast")
+
+
+#: What a GPU's probe could measure: 65,536-token chunks, 200,000 tokens of graphs fit.
+GPU_BUDGET = TokenBudget(65_536, 1e6, 2e11, 200_000)
+
+
+@pytest.mark.parametrize(
+    ("settings", "budget", "expected"),
+    [
+        ({"gradcache_chunk_size": 8}, TokenBudget(16_384), Chunking(max_items=8)),  # CPU
+        ({"gradcache_chunk_size": 8}, GPU_BUDGET, Chunking(max_items=8, retain_tokens=200_000)),
+        (
+            {"gradcache_chunk_size": "auto"},
+            GPU_BUDGET,
+            Chunking(max_tokens=65_536, retain_tokens=200_000),
+        ),
+        (
+            {"gradcache_chunk_size": "auto", "gradcache_max_tokens": 4096},
+            GPU_BUDGET,
+            Chunking(max_tokens=4096, retain_tokens=200_000),
+        ),
+        (
+            {"gradcache_chunk_size": "auto", "gradcache_retain_tokens": 0},
+            GPU_BUDGET,
+            Chunking(max_tokens=65_536),
+        ),
+        (
+            {"gradcache_chunk_size": 8, "gradcache_retain_last": False},
+            GPU_BUDGET,
+            Chunking(max_items=8, retain_last=False),
+        ),
+    ],
+)
+def test_kept_graphs_default_to_what_the_measured_memory_fits(
+    settings: dict, budget: TokenBudget, expected: Chunking
+) -> None:
+    """``gradcache_retain_tokens`` unset: the probe's uncapped fit on a GPU, 0 on CPU (the
+    last chunk only); set, or retain_last off, it is used as given."""
+    trainer = SimpleNamespace(
+        config=_config(**settings),
+        family=SimpleNamespace(token_budget=lambda model, autocast, config: budget),
+        model=None,
+        _autocast=None,
+        accelerator=SimpleNamespace(is_main_process=False),
+    )
+    assert Trainer._chunking(trainer) == expected

@@ -58,6 +58,26 @@ def test_step_reports_real_and_padded_tokens(tiny: Path) -> None:
     assert stats.gradcache
 
 
+def test_step_reports_the_texts_gradcache_ran_twice(tiny: Path) -> None:
+    """What HFU counts again: every text but those of the kept chunks (the documents are the
+    last group; with a budget for all of them, only the queries run twice)."""
+    model = _model(tiny)
+    batch = step_batch()
+    queries = sorted(model.tokenize_ids(batch.query_texts, "query").lengths.tolist())
+    docs = model.tokenize_ids(batch.doc_texts, "document").lengths.tolist()
+    loss = LOSSES["infonce"]()
+    rerun = {}
+    for name, retain_last, tokens in [("none", False, 0), ("last", True, 0), ("all", True, 10**9)]:
+        chunking = Chunking(max_items=2, retain_last=retain_last, retain_tokens=tokens)
+        rerun[name] = sorted(
+            contrastive_step(model, loss, batch, chunk_size=chunking).rerun_lengths
+        )
+    assert rerun["none"] == sorted(queries + docs)
+    assert rerun["all"] == queries
+    assert len(rerun["last"]) == len(queries) + len(docs) - 2  # the last chunk: 2 documents
+    assert contrastive_step(model, loss, batch).rerun_lengths == []  # no GradCache
+
+
 CASES = [("infonce", None), ("inf_multi_P_I_IQ", 2)]
 
 

@@ -15,9 +15,10 @@ Two utilisations are reported (`training_flops`, `ThroughputMeter`):
 - **MFU**, the PaLM paper's definition: the model's forward and backward only, ``3 x``
   forward, whatever the step recomputes (attention included, as PaLM counts it);
 - **HFU**, hardware FLOPs utilisation: what the device actually ran, so a GradCache step
-  counts ``4 x`` (its no-grad pass, the re-forward with gradients and the backward).
+  counts ``4 x`` for each text it runs twice (its no-grad pass, the re-forward with
+  gradients and the backward) and ``3 x`` for the texts of chunks that kept their graphs.
 
-Without recomputation the two are equal; with GradCache, MFU = 3/4 HFU. Padding tokens are
+Without recomputation the two are equal; with GradCache, MFU is at least 3/4 HFU. Padding tokens are
 not counted in either: work on padding is waste, and both should show it. `encoder_flops`
 can leave attention out for comparison with the simpler ``6 N T`` rule.
 """
@@ -121,18 +122,19 @@ def encoder_flops(
 
 #: Forward-equivalents of one training step: forward + backward (twice the forward).
 TRAIN_PASSES = 3
-#: What GradCache adds: the no-grad forward whose embeddings it caches.
+#: What GradCache adds for each text it runs twice: the second forward.
 GRADCACHE_EXTRA_PASSES = 1
 
 
 def training_flops(
-    shape: ModelShape, lengths: Iterable[int], gradcache: bool
+    shape: ModelShape, lengths: Iterable[int], rerun: Iterable[int] = ()
 ) -> tuple[float, float]:
     """``(model FLOPs, hardware FLOPs)`` of one training step over texts of real ``lengths``:
-    the PaLM count (forward + backward) and the same plus GradCache's no-grad pass."""
+    the PaLM count (forward + backward) and the same plus the forward passes run again over
+    texts of real lengths ``rerun`` (GradCache's re-forward; every text without retained
+    chunks)."""
     model = encoder_flops(shape, lengths, passes=TRAIN_PASSES)
-    extra = GRADCACHE_EXTRA_PASSES / TRAIN_PASSES if gradcache else 0.0
-    return model, model * (1 + extra)
+    return model, model + encoder_flops(shape, rerun, passes=GRADCACHE_EXTRA_PASSES)
 
 
 def peak_memory_gib() -> float | None:

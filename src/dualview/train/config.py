@@ -83,6 +83,7 @@ NEUTRAL_NEW_KEYS = frozenset(
         "pad_multiple",
         "gradcache_max_tokens",
         "gradcache_retain_last",
+        "gradcache_retain_tokens",
         "varlen_kernel",
         "optim.fused",
         "loss.teacher",
@@ -110,6 +111,11 @@ class TrainConfig(StrictModel):
     # GradCache: the last chunk keeps its graph from the no-grad pass instead of running twice
     # (same gradient, same peak memory; false: every chunk runs twice, as before).
     gradcache_retain_last: bool = True
+    # With retain_last, the chunks before the last keep their graphs too while their padded
+    # tokens together fit in this many (each then runs once; peak memory is that of one chunk
+    # of this size). None: on a GPU, the tokens the measured memory fits (the uncapped "auto"
+    # budget, dualview.train.memory); on CPU, 0 (the last chunk only). Same gradient.
+    gradcache_retain_tokens: int | None = Field(None, ge=0)
     # GradCache chunk widths are rounded up to a multiple of this (8: tensor-core friendly;
     # 64 or 128: a few static shapes for compile). Padding is masked: same losses.
     pad_multiple: int = Field(8, gt=0)
@@ -189,6 +195,13 @@ class TrainConfig(StrictModel):
             )
         if self.pad_multiple != 8 and self.gradcache_chunk_size is None:
             raise ValueError("pad_multiple: rounds GradCache chunks; set gradcache_chunk_size")
+        if self.gradcache_retain_tokens is not None and (
+            self.gradcache_chunk_size is None or not self.gradcache_retain_last
+        ):
+            raise ValueError(
+                "gradcache_retain_tokens: keeps GradCache chunks' graphs before the last one; "
+                "set gradcache_chunk_size and gradcache_retain_last: true"
+            )
         if self.varlen_kernel != "auto" and not self.model.unpadded:
             raise ValueError("varlen_kernel: chooses the kernel of model.unpadded; set it to true")
         return self

@@ -16,7 +16,11 @@ one logit each). `chunked_step` then does the rest, identically for every family
   step's over the same chunks. With ``retain_last`` (the default) the last chunk of the last
   group keeps its graph from the first pass and is back-propagated first, before any other
   chunk is run again: one chunk's activations are still the most alive at a time, and that
-  chunk is not run twice. The RNG state after the step is the one after the first pass, as
+  chunk is not run twice. With ``retain_tokens`` the chunks before it in that group keep
+  their graphs too, from the end backwards, while their padded tokens together stay within
+  that budget (the tokens whose activations fit in memory at once, `dualview.train.memory`):
+  each of them saves its second forward pass, and the peak is that of one chunk of
+  ``retain_tokens`` tokens. The RNG state after the step is the one after the first pass, as
   without it.
 
 Summing parameter gradients over ranks afterwards (`dualview.train.step.all_reduce_gradients`)
@@ -105,9 +109,27 @@ class ChunkedGroup(Protocol):
         """The outputs [len(chunk), *feature_shape] of one chunk, as float32."""
         ...
 
+    def chunk_tokens(self, chunk: list[int]) -> int:
+        """The tokens the model runs for one chunk, padding included (its activations' size)."""
+        ...
+
 
 def _rows(group: ChunkedGroup, chunk: list[int], device: torch.device) -> torch.Tensor:
     return torch.tensor([i - group.lo for i in chunk], device=device, dtype=torch.long)
+
+
+def kept_chunks(group: ChunkedGroup, retain_tokens: int = 0) -> int:
+    """How many trailing chunks of ``group`` keep their first-pass graph: the last one, and
+    before it as many as fit in ``retain_tokens`` padded tokens together with it."""
+    if not group.chunks:
+        return 0
+    count, used = 1, group.chunk_tokens(group.chunks[-1])
+    for chunk in reversed(group.chunks[:-1]):
+        used += group.chunk_tokens(chunk)
+        if used > retain_tokens:
+            break
+        count += 1
+    return count
 
 
 def forward_share(
@@ -115,20 +137,20 @@ def forward_share(
     device: torch.device,
     grad: bool,
     states: list[RngState] | None = None,
-    keep_last: bool = False,
+    keep: int = 0,
 ) -> torch.Tensor:
     """Outputs [hi - lo, *feature_shape] of the share in input order; with ``states``, the
-    RNG state before each chunk is appended to it; with ``keep_last``, the last chunk runs
-    with its graph even when ``grad`` is off (the result back-propagates into it alone)."""
+    RNG state before each chunk is appended to it; the last ``keep`` chunks run with their
+    graphs even when ``grad`` is off (the result back-propagates into them alone)."""
     out = torch.zeros(group.hi - group.lo, *group.feature_shape(), device=device)
     if not group.chunks:
         return out.requires_grad_(grad) if grad else out
     parts = []
-    last = len(group.chunks) - 1
+    first_kept = len(group.chunks) - keep
     for number, chunk in enumerate(group.chunks):
         if states is not None:
             states.append(rng_state())
-        with torch.set_grad_enabled(grad or (keep_last and number == last)):
+        with torch.set_grad_enabled(grad or number >= first_kept):
             parts.append(group.forward(chunk))
     rows = torch.cat([_rows(group, chunk, device) for chunk in group.chunks])
     return out.index_copy(0, rows, torch.cat(parts))
@@ -147,10 +169,12 @@ def chunked_step(
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
     retain_last: bool = True,
+    retain_tokens: int = 0,
 ) -> torch.Tensor:
     """Accumulate ``scale`` x the gradient of ``loss_of(gathered outputs)``; returns the loss.
 
-    ``retain_last`` (GradCache only): the last chunk of the last group is not run twice."""
+    GradCache only: with ``retain_last`` the last chunk of the last group is not run twice,
+    nor are the chunks before it that fit in ``retain_tokens`` with it (`kept_chunks`)."""
     if not gradcache:
         with autocast():
             gathered = {
@@ -160,32 +184,49 @@ def chunked_step(
             loss = loss_of(gathered)
         backward(loss * scale)
         return loss
-    kept = list(groups)[-1] if retain_last and groups else None
-    return _gradcache(groups, loss_of, device, scale, autocast, backward, kept)
+    rerun = rerun_chunks(groups, retain_last, retain_tokens)
+    return _gradcache(groups, loss_of, device, scale, autocast, backward, rerun)
 
 
-def _gradcache(groups, loss_of, device, scale, autocast, backward, kept) -> torch.Tensor:
-    """The GradCache step; ``kept``: the group whose last chunk keeps its first-pass graph."""
+def rerun_chunks(
+    groups: Mapping[str, ChunkedGroup], retain_last: bool, retain_tokens: int = 0
+) -> dict[str, list[list[int]]]:
+    """The chunks of each group that a GradCache step runs a second time: all of them, less
+    (with ``retain_last``) the trailing chunks of the last group that keep their first-pass
+    graphs (`kept_chunks`)."""
+    rerun = {name: list(group.chunks) for name, group in groups.items()}
+    if retain_last and groups:
+        last = list(groups)[-1]
+        rerun[last] = rerun[last][: len(rerun[last]) - kept_chunks(groups[last], retain_tokens)]
+    return rerun
+
+
+def _gradcache(groups, loss_of, device, scale, autocast, backward, rerun) -> torch.Tensor:
+    """The GradCache step; ``rerun``: the chunks of each group run again (`rerun_chunks`),
+    the others keep their first-pass graphs."""
     states: dict[str, list[RngState]] = {name: [] for name in groups}
     cached: dict[str, torch.Tensor] = {}
-    graph = None  # the kept group's outputs, differentiable through its last chunk only
+    graphs = {}  # outputs differentiable through their kept chunks only
     with autocast():
         for name, group in groups.items():
-            local = forward_share(group, device, False, states[name], keep_last=name == kept)
-            graph = local if local.requires_grad else graph
+            keep = len(group.chunks) - len(rerun[name])
+            local = forward_share(group, device, False, states[name], keep)
+            if local.requires_grad:
+                graphs[name] = local
             cached[name] = local.detach().requires_grad_(True)
         loss = loss_of({name: gather(cached[name], groups[name].total) for name in groups})
     after = rng_state()
     backward(loss * scale)
-    if graph is not None and cached[kept].grad is not None:
-        graph.backward(gradient=cached[kept].grad)  # first: its activations go before any rerun
-    del graph
+    for name in list(graphs):  # first: their activations go before any rerun
+        graph = graphs.pop(name)
+        if cached[name].grad is not None:
+            graph.backward(gradient=cached[name].grad)
+        del graph
     for name, group in groups.items():
         grad = cached[name].grad
         if grad is None:
             continue
-        chunks = group.chunks[:-1] if name == kept else group.chunks
-        for chunk, state in zip(chunks, states[name], strict=False):
+        for chunk, state in zip(rerun[name], states[name], strict=False):
             set_rng_state(state)
             with autocast():
                 out = group.forward(chunk)

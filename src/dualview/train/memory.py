@@ -4,8 +4,11 @@ A chunk's cost is its activations, which grow with its padded size (texts x long
 attention through SDPA kernels keeps no ``T x T`` matrix). One forward + backward of a small
 probe chunk at the document length measures the bytes per token; the budget is what is left
 of the GPU after the weights, their gradients and AdamW's two moments, times a safety
-margin, divided by that. The probe's RNG use and gradients are undone, so it changes nothing
-in the run. On CPU there is no device limit to fit: a fixed budget is used.
+margin, divided by that, capped at `MAX_TOKENS` (larger chunks gain little speed). The uncapped
+figure, ``fit_tokens``, is what GradCache may keep alive at once: the trailing chunks it
+fits are not run twice (``gradcache_retain_tokens``). The probe's RNG use and gradients are
+undone, so it changes nothing in the run. On CPU there is no device limit to fit: a fixed
+budget is used, and nothing is kept beyond the last chunk.
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ class TokenBudget:
     max_tokens: int
     bytes_per_token: float | None = None
     available_bytes: float | None = None
+    fit_tokens: int = 0  # tokens whose activations fit at once (uncapped); 0 on CPU
 
     def describe(self) -> str:
         if self.bytes_per_token is None:
             return f"gradcache auto: {self.max_tokens} tokens per chunk (CPU default)"
         return (
-            f"gradcache auto: {self.max_tokens} tokens per chunk "
-            f"({self.bytes_per_token / 2**20:.2f} MiB/token measured, "
+            f"gradcache auto: {self.max_tokens} tokens per chunk, graphs of up to "
+            f"{self.fit_tokens} kept ({self.bytes_per_token / 2**20:.2f} MiB/token measured, "
             f"{self.available_bytes / 2**30:.1f} GiB for activations)"
         )
 
@@ -90,6 +94,6 @@ def auto_token_budget(
     total = torch.cuda.get_device_properties(device).total_memory
     # weights are in `base`; gradients and AdamW's two fp32 moments come on the first step
     available = total * SAFETY - base - weight_bytes - 2 * sum(p.numel() * 4 for p in trainable)
-    tokens = min(max(int(available / per_token), length), MAX_TOKENS)
+    fit = max(int(available / per_token), length)
     torch.cuda.empty_cache()
-    return TokenBudget(tokens, per_token, available)
+    return TokenBudget(min(fit, MAX_TOKENS), per_token, available, fit)

@@ -33,7 +33,7 @@ from dualview.models.tokens import TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
 from dualview.train.gradcache import chunked_step, shard_bounds, world
 from dualview.train.objectives import Objective
-from dualview.train.step import Chunking, StepStats
+from dualview.train.step import Chunking, StepStats, rerun_lengths
 
 GROUP = "pairs"
 
@@ -80,6 +80,11 @@ class _Pairs:
         """One relevance logit per pair of the chunk."""
         return self.model(**self.model.pad_pairs(self.tokens, chunk)).float()
 
+    def chunk_tokens(self, chunk: list[int]) -> int:
+        """The chunk's pairs x its padded width."""
+        limit = getattr(self.model, "max_length", None)
+        return len(chunk) * padded_width(int(self.tokens.lengths[chunk].max()), limit)
+
 
 def rerank_step(
     model: TrainableReranker,
@@ -108,20 +113,20 @@ def rerank_step(
         autocast=autocast,
         backward=backward,
         retain_last=chunking is None or chunking.retain_last,
+        retain_tokens=chunking.retain_tokens if chunking is not None else 0,
     )
-    return _stats(pairs, loss, batch, chunking is not None)
+    return _stats(pairs, loss, batch, chunking)
 
 
-def _stats(pairs: _Pairs, loss: torch.Tensor, batch: Batch, gradcache: bool) -> StepStats:
-    tokens, limit = pairs.tokens, getattr(pairs.model, "max_length", None)
-    padded = sum(
-        len(chunk) * padded_width(int(tokens.lengths[chunk].max()), limit) for chunk in pairs.chunks
-    )
+def _stats(pairs: _Pairs, loss: torch.Tensor, batch: Batch, chunking: Chunking | None) -> StepStats:
+    tokens = pairs.tokens
+    padded = sum(pairs.chunk_tokens(chunk) for chunk in pairs.chunks)
     return StepStats(
         float(loss.detach()),
         len(batch.records),
         len(tokens),
         [int(v) for v in tokens.lengths[pairs.lo : pairs.hi]],
         padded,
-        gradcache,
+        chunking is not None,
+        rerun_lengths({GROUP: pairs}, chunking),
     )

@@ -17,9 +17,10 @@ step; this module says what a bi-encoder's text groups are and how a chunk is en
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
@@ -29,7 +30,7 @@ from torch import nn
 from dualview.models.bi_encoder import BiEncoder, TextKind
 from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
-from dualview.train.gradcache import chunked_step, shard_bounds, world
+from dualview.train.gradcache import ChunkedGroup, chunked_step, rerun_chunks, shard_bounds, world
 from dualview.train.objectives import Objective
 from dualview.train.query_encoding import QueryEncoding, TextGroups, query_encoding
 
@@ -94,13 +95,15 @@ class Chunking:
     chunk's width up (8: tensor-core friendly; 64 or 128: a few static shapes, which
     ``torch.compile`` reuses instead of recompiling per width). Padding is masked, so the
     embeddings do not depend on it beyond float rounding. ``retain_last``: the last chunk
-    keeps its graph from the no-grad pass instead of running twice (`chunked_step`).
+    keeps its graph from the no-grad pass instead of running twice, and so do the chunks
+    before it that fit in ``retain_tokens`` padded tokens with it (`chunked_step`).
     """
 
     max_items: int | None = None
     max_tokens: int | None = None
     pad_multiple: int = PAD_MULTIPLE
     retain_last: bool = True
+    retain_tokens: int = 0
 
 
 @dataclass
@@ -113,10 +116,31 @@ class StepStats:
     lengths: list[int] = field(default_factory=list)  # real token counts this rank encoded
     padded_tokens: int = 0  # tokens fed to the model, padding included
     gradcache: bool = False
+    rerun_lengths: list[int] = field(default_factory=list)  # texts GradCache ran twice
 
     @property
     def tokens(self) -> int:
         return sum(self.lengths)
+
+
+class TokenizedGroup(ChunkedGroup, Protocol):
+    """A `ChunkedGroup` whose chunks index the token ids it holds."""
+
+    tokens: TokenizedTexts
+
+
+def rerun_lengths(groups: Mapping[str, TokenizedGroup], chunking: Chunking | None) -> list[int]:
+    """Real token counts of the texts a step ran a second time (GradCache's re-forward, less
+    the chunks that kept their graphs): what HFU counts beyond forward + backward."""
+    if chunking is None:
+        return []
+    rerun = rerun_chunks(groups, chunking.retain_last, chunking.retain_tokens)
+    return [
+        int(n)
+        for name, chunks in rerun.items()
+        for c in chunks
+        for n in groups[name].tokens.lengths[c]
+    ]
 
 
 @dataclass
@@ -150,6 +174,15 @@ class _Share:
         left = model.tokenizer.padding_side == "left"
         return F.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
 
+    def chunk_tokens(self, chunk: list[int]) -> int:
+        """Tokens the model runs for ``chunk``: its real tokens when chunks are packed, else
+        its texts x its padded width."""
+        lengths = self.tokens.lengths[chunk]
+        if self.model.config.unpadded:
+            return int(lengths.sum())
+        limit = self.model.max_length(self.kind)
+        return len(chunk) * padded_width(int(lengths.max()), limit, self.multiple)
+
 
 def _shares(
     model: BiEncoder,
@@ -179,28 +212,19 @@ def _shares(
     return shares
 
 
-def _padded_tokens(model: BiEncoder, share: _Share) -> int:
-    if model.config.unpadded:  # packed chunks: no padding
-        return int(share.tokens.lengths[share.lo : share.hi].sum())
-    limit = model.max_length(share.kind)
-    return sum(
-        len(chunk) * padded_width(int(share.tokens.lengths[chunk].max()), limit, share.multiple)
-        for chunk in share.chunks
-    )
-
-
-def _stats(model: BiEncoder, loss: torch.Tensor, batch: Batch, shares, gradcache: bool):
+def _stats(loss: torch.Tensor, batch: Batch, shares: dict[str, _Share], chunking: Chunking | None):
     lengths = [
         int(v) for share in shares.values() for v in share.tokens.lengths[share.lo : share.hi]
     ]
-    padded = sum(_padded_tokens(model, share) for share in shares.values())
+    padded = sum(share.chunk_tokens(chunk) for share in shares.values() for chunk in share.chunks)
     return StepStats(
         float(loss.detach()),
         len(batch.query_texts),
         len(batch.doc_texts),
         lengths,
         padded,
-        gradcache,
+        chunking is not None,
+        rerun_lengths(shares, chunking),
     )
 
 
@@ -232,5 +256,6 @@ def contrastive_step(
         autocast=autocast,
         backward=backward,
         retain_last=chunking is None or chunking.retain_last,
+        retain_tokens=chunking.retain_tokens if chunking is not None else 0,
     )
-    return _stats(model, loss, batch, shares, chunking is not None)
+    return _stats(loss, batch, shares, chunking)

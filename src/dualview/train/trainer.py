@@ -233,20 +233,30 @@ class Trainer:
         return Accelerator(**kwargs)
 
     def _chunking(self) -> Chunking | None:
-        """GradCache chunking: off, a number of texts, or a measured token budget (auto)."""
+        """GradCache chunking: off, a number of texts, or a measured token budget (auto); and
+        how many tokens of trailing chunks keep their first-pass graphs."""
         config = self.config
         size = config.gradcache_chunk_size
         if size is None:
             return None
-        common = {"pad_multiple": config.pad_multiple, "retain_last": config.gradcache_retain_last}
+        measured = size == "auto" and config.gradcache_max_tokens is None
+        retain = config.gradcache_retain_tokens
+        budget = None
+        if measured or (config.gradcache_retain_last and retain is None):
+            budget = self.family.token_budget(self.model, self._autocast, config.model)
+            if self.accelerator.is_main_process and (measured or budget.bytes_per_token):
+                print(budget.describe(), flush=True)
+        if retain is None:
+            retain = budget.fit_tokens if budget is not None else 0
+        common = {
+            "pad_multiple": config.pad_multiple,
+            "retain_last": config.gradcache_retain_last,
+            "retain_tokens": retain,
+        }
         if size != "auto":
             return Chunking(max_items=int(size), **common)
-        if config.gradcache_max_tokens is not None:
-            return Chunking(max_tokens=config.gradcache_max_tokens, **common)
-        budget = self.family.token_budget(self.model, self._autocast, config.model)
-        if self.accelerator.is_main_process:
-            print(budget.describe(), flush=True)
-        return Chunking(max_tokens=budget.max_tokens, **common)
+        tokens = budget.max_tokens if measured else config.gradcache_max_tokens
+        return Chunking(max_tokens=tokens, **common)
 
     def _plan_steps(self) -> StepPlan:
         """The run's steps: ``max_steps`` when set (it overrides ``epochs``), else ``epochs``
@@ -383,8 +393,8 @@ class Trainer:
             documents += stats.documents
             queries += stats.queries
             tokens += stats.tokens
-            # MFU counts forward + backward; HFU adds GradCache's no-grad pass (dualview.perf)
-            flops, hardware = training_flops(self.shape, stats.lengths, stats.gradcache)
+            # MFU counts forward + backward; HFU adds GradCache's second forwards (dualview.perf)
+            flops, hardware = training_flops(self.shape, stats.lengths, stats.rerun_lengths)
             self.meter.add(stats.tokens, flops, stats.padded_tokens, hardware)
             state.epoch, state.batch_index = position.epoch, position.batch_index
         lr = self.scheduler.get_last_lr()[0]  # the lr of this update (the scheduler steps after)
