@@ -18,9 +18,9 @@ Two utilisations are reported (`training_flops`, `ThroughputMeter`):
   counts ``4 x`` for each text it runs twice (its no-grad pass, the re-forward with
   gradients and the backward) and ``3 x`` for the texts of chunks that kept their graphs.
 
-Without recomputation the two are equal; with GradCache, MFU is at least 3/4 HFU. Padding tokens are
-not counted in either: work on padding is waste, and both should show it. `encoder_flops`
-can leave attention out for comparison with the simpler ``6 N T`` rule.
+Without recomputation the two are equal; with GradCache, MFU is at least 3/4 HFU. Padding
+tokens are not counted in either: work on padding is waste, and both should show it.
+`encoder_flops` can leave attention out for comparison with the simpler ``6 N T`` rule.
 """
 
 from __future__ import annotations
