@@ -54,9 +54,10 @@ PARTS = ("checks", "train", "st", "rerank", "encode", "host")
 #: train part's budget runs out).
 TRAIN_VARIANTS = (
     "ours",
+    "ours+layers+flash",  # the fastest path measured (benchmarks/README.md)
+    "ours+layers+flash+retain0",  # the same, only the last GradCache chunk kept
+    "ours+layers+flash+profile",
     "ours+layers+bucket64",
-    "ours+flash",
-    "ours+profile",
     "ours+tokens16384",
     "ours+packed",
     "ours+unfused",
