@@ -6,9 +6,9 @@ share ``[lo, hi)`` of ``total`` items, its chunk plan, and how to run one chunk 
 bi-encoder embeds texts or returns token states; a reranker scores (query, document) pairs,
 one logit each). `chunked_step` then does the rest, identically for every family:
 
-- **plain** (``gradcache=False``): every chunk forward with its graph, outputs gathered over
+- **plain** (``chunking`` None): every chunk forward with its graph, outputs gathered over
   ranks (the local share stays differentiable), loss, one ``backward``;
-- **GradCache** (Gao et al. 2021, ``gradcache=True``): a no-grad pass over every chunk,
+- **GradCache** (Gao et al. 2021, a `Chunking`): a no-grad pass over every chunk,
   recording the RNG state before each; the loss is back-propagated to the gathered outputs
   only; then each chunk is run again from its recorded RNG state (so dropout masks are the
   same as in the first pass) and back-propagated with its slice of the cached gradient.
@@ -32,10 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 import torch.distributed as dist
+
+from dualview.models.tokens import PAD_MULTIPLE
 
 RngState = tuple[torch.Tensor, list[torch.Tensor]]
 
@@ -91,6 +94,26 @@ def gather(local: torch.Tensor, total: int) -> torch.Tensor:
     if local.dim() == 1:
         return gather_rows(local.unsqueeze(1), total).squeeze(1)
     return gather_rows(local.flatten(1), total).view(total, *local.shape[1:])
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """How GradCache cuts a share of texts: length-sorted chunks bounded in texts and tokens.
+
+    ``max_tokens`` bounds a chunk's padded size (texts x longest text), which is what its
+    activations cost; ``max_items`` bounds its number of texts. ``pad_multiple`` rounds each
+    chunk's width up (8: tensor-core friendly; 64 or 128: a few static shapes, which
+    ``torch.compile`` reuses instead of recompiling per width). Padding is masked, so the
+    embeddings do not depend on it beyond float rounding. ``retain_last``: the last chunk
+    keeps its graph from the no-grad pass instead of running twice, and so do the chunks
+    before it that fit in ``retain_tokens`` padded tokens with it (`chunked_step`).
+    """
+
+    max_items: int | None = None
+    max_tokens: int | None = None
+    pad_multiple: int = PAD_MULTIPLE
+    retain_last: bool = True
+    retain_tokens: int = 0
 
 
 class ChunkedGroup(Protocol):
@@ -163,19 +186,17 @@ def chunked_step(
     groups: Mapping[str, ChunkedGroup],
     loss_of: LossOf,
     device: torch.device,
+    chunking: Chunking | None,
     *,
-    gradcache: bool,
     scale: float = 1.0,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
-    retain_last: bool = True,
-    retain_tokens: int = 0,
 ) -> torch.Tensor:
     """Accumulate ``scale`` x the gradient of ``loss_of(gathered outputs)``; returns the loss.
 
-    GradCache only: with ``retain_last`` the last chunk of the last group is not run twice,
-    nor are the chunks before it that fit in ``retain_tokens`` with it (`kept_chunks`)."""
-    if not gradcache:
+    ``chunking`` None: the plain step; else GradCache over the groups' chunks (which the
+    families planned from it), keeping the graphs `rerun_chunks` leaves out."""
+    if chunking is None:
         with autocast():
             gathered = {
                 name: gather(forward_share(group, device, grad=True), group.total)
@@ -184,20 +205,21 @@ def chunked_step(
             loss = loss_of(gathered)
         backward(loss * scale)
         return loss
-    rerun = rerun_chunks(groups, retain_last, retain_tokens)
+    rerun = rerun_chunks(groups, chunking)
     return _gradcache(groups, loss_of, device, scale, autocast, backward, rerun)
 
 
 def rerun_chunks(
-    groups: Mapping[str, ChunkedGroup], retain_last: bool, retain_tokens: int = 0
+    groups: Mapping[str, ChunkedGroup], chunking: Chunking
 ) -> dict[str, list[list[int]]]:
     """The chunks of each group that a GradCache step runs a second time: all of them, less
-    (with ``retain_last``) the trailing chunks of the last group that keep their first-pass
-    graphs (`kept_chunks`)."""
+    (with ``chunking.retain_last``) the trailing chunks of the last group that keep their
+    first-pass graphs (`kept_chunks` within ``chunking.retain_tokens``)."""
     rerun = {name: list(group.chunks) for name, group in groups.items()}
-    if retain_last and groups:
+    if chunking.retain_last and groups:
         last = list(groups)[-1]
-        rerun[last] = rerun[last][: len(rerun[last]) - kept_chunks(groups[last], retain_tokens)]
+        keep = kept_chunks(groups[last], chunking.retain_tokens)
+        rerun[last] = rerun[last][: len(rerun[last]) - keep]
     return rerun
 
 

@@ -108,12 +108,10 @@ def rerank_step(
         {GROUP: pairs},
         lambda scores: loss_fn.batch_loss(scores, batch),
         device,
-        gradcache=chunking is not None,
+        chunking,
         scale=scale,
         autocast=autocast,
         backward=backward,
-        retain_last=chunking is None or chunking.retain_last,
-        retain_tokens=chunking.retain_tokens if chunking is not None else 0,
     )
     return _stats(pairs, loss, batch, chunking)
 

@@ -30,7 +30,14 @@ from torch import nn
 from dualview.models.bi_encoder import BiEncoder, TextKind
 from dualview.models.tokens import PAD_MULTIPLE, TokenizedTexts, padded_width, plan_chunks
 from dualview.train.batching import Batch
-from dualview.train.gradcache import ChunkedGroup, chunked_step, rerun_chunks, shard_bounds, world
+from dualview.train.gradcache import (
+    ChunkedGroup,
+    Chunking,
+    chunked_step,
+    rerun_chunks,
+    shard_bounds,
+    world,
+)
 from dualview.train.objectives import Objective
 from dualview.train.query_encoding import QueryEncoding, TextGroups, query_encoding
 
@@ -86,26 +93,6 @@ def objective_loss(
     return loss_fn.batch_loss(embeddings, batch)
 
 
-@dataclass(frozen=True)
-class Chunking:
-    """How GradCache cuts a share of texts: length-sorted chunks bounded in texts and tokens.
-
-    ``max_tokens`` bounds a chunk's padded size (texts x longest text), which is what its
-    activations cost; ``max_items`` bounds its number of texts. ``pad_multiple`` rounds each
-    chunk's width up (8: tensor-core friendly; 64 or 128: a few static shapes, which
-    ``torch.compile`` reuses instead of recompiling per width). Padding is masked, so the
-    embeddings do not depend on it beyond float rounding. ``retain_last``: the last chunk
-    keeps its graph from the no-grad pass instead of running twice, and so do the chunks
-    before it that fit in ``retain_tokens`` padded tokens with it (`chunked_step`).
-    """
-
-    max_items: int | None = None
-    max_tokens: int | None = None
-    pad_multiple: int = PAD_MULTIPLE
-    retain_last: bool = True
-    retain_tokens: int = 0
-
-
 @dataclass
 class StepStats:
     """What one contrastive step did on this rank."""
@@ -134,7 +121,7 @@ def rerun_lengths(groups: Mapping[str, TokenizedGroup], chunking: Chunking | Non
     the chunks that kept their graphs): what HFU counts beyond forward + backward."""
     if chunking is None:
         return []
-    rerun = rerun_chunks(groups, chunking.retain_last, chunking.retain_tokens)
+    rerun = rerun_chunks(groups, chunking)
     return [
         int(n)
         for name, chunks in rerun.items()
@@ -251,11 +238,9 @@ def contrastive_step(
         shares,
         lambda encoded: objective_loss(model, loss_fn, encoding, encoded, batch, shares),
         next(model.parameters()).device,
-        gradcache=chunking is not None,
+        chunking,
         scale=scale,
         autocast=autocast,
         backward=backward,
-        retain_last=chunking is None or chunking.retain_last,
-        retain_tokens=chunking.retain_tokens if chunking is not None else 0,
     )
     return _stats(loss, batch, shares, chunking)
