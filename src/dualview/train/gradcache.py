@@ -228,22 +228,20 @@ def _gradcache(groups, loss_of, device, scale, autocast, backward, rerun) -> tor
     the others keep their first-pass graphs."""
     states: dict[str, list[RngState]] = {name: [] for name in groups}
     cached: dict[str, torch.Tensor] = {}
-    graphs = {}  # outputs differentiable through their kept chunks only
+    graph, kept = None, ""  # the outputs differentiable through kept chunks (one group at most)
     with autocast():
         for name, group in groups.items():
             keep = len(group.chunks) - len(rerun[name])
             local = forward_share(group, device, False, states[name], keep)
             if local.requires_grad:
-                graphs[name] = local
+                graph, kept = local, name
             cached[name] = local.detach().requires_grad_(True)
         loss = loss_of({name: gather(cached[name], groups[name].total) for name in groups})
     after = rng_state()
     backward(loss * scale)
-    for name in list(graphs):  # first: their activations go before any rerun
-        graph = graphs.pop(name)
-        if cached[name].grad is not None:
-            graph.backward(gradient=cached[name].grad)
-        del graph
+    if graph is not None and cached[kept].grad is not None:
+        graph.backward(gradient=cached[kept].grad)  # first: its activations go before any rerun
+    del graph
     for name, group in groups.items():
         grad = cached[name].grad
         if grad is None:
