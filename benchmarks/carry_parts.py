@@ -74,10 +74,19 @@ def _cut(data: bytes, size: int) -> Iterator[bytes]:
         yield data[start : start + size]
 
 
+def _apart(output: Path, input_: Path, flag: str) -> None:
+    """An output folder may not be the input, lie inside it, or hold it (nothing read is
+    written over)."""
+    out, src = output.resolve(), input_.resolve()
+    if out == src or src in out.parents or out in src.parents:
+        raise CarryError(f"{flag} {output}: overlaps the input {input_}; choose another folder")
+
+
 def split(source: Path, out: Path, part_mib: float) -> dict:
     """Write SRC's parts and manifest into ``out``; the manifest."""
     if not source.exists():
         raise CarryError(f"{source}: no such file or folder")
+    _apart(out, source, "--out")
     size = int(part_mib * 2**20)
     if size <= 0:
         raise CarryError(f"--part-mib: must be positive (got {part_mib})")
@@ -129,6 +138,7 @@ def _keep_part(entry: dict, source: Path, kept: Path) -> bool:
 def gather(carried: Path, into: Path) -> tuple[Path | None, list[str]]:
     """Keep the parts carried in ``carried`` under ``into/parts``; ``(unpacked folder or
     file, missing part names)`` (the first is None while parts are missing)."""
+    _apart(into, carried, "--into")
     manifest = _read_manifest(carried / MANIFEST)
     result = into / manifest["name"]
     done = into / "unpacked.sha256"

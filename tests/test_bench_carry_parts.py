@@ -82,3 +82,24 @@ def test_bad_input_is_an_error_that_names_the_file(tmp_path: Path, damage: str) 
     proc = _run("gather", str(carry), "--into", str(tmp_path / "into"))
     assert proc.returncode == 2 and str(target) in proc.stderr
     assert not (tmp_path / "into" / "m").exists()  # nothing unpacked from a damaged stream
+
+
+@pytest.mark.parametrize("where", ["split-inside", "split-same", "gather-same", "gather-inside"])
+def test_an_output_folder_overlapping_the_input_is_refused_and_nothing_is_written(
+    tmp_path: Path, where: str
+) -> None:
+    model = _model(tmp_path / "m")
+    before = _files(model)
+    if where.startswith("split"):
+        out = model / "carry" if where == "split-inside" else model
+        proc = _run("split", str(model), "--out", str(out))
+        assert proc.returncode == 2 and "overlaps the input" in proc.stderr
+        assert _files(model) == before
+        return
+    carry = tmp_path / "carry"
+    _run("split", str(model), "--out", str(carry), "--part-mib", "1")
+    parts = _files(carry)
+    into = carry if where == "gather-same" else carry / "into"
+    proc = _run("gather", str(carry), "--into", str(into))
+    assert proc.returncode == 2 and "overlaps the input" in proc.stderr
+    assert _files(carry) == parts
