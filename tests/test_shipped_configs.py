@@ -56,3 +56,15 @@ def test_a_set_below_training_overrides_adds_one_override(tmp_path):
     assert data["model"]["query_max_length"] == 96 and data["data"]["num_negatives"] == 6
     sweep_keys = load_sweep(path, keys)  # no sweep block: None, and no error
     assert sweep_keys is None
+
+
+def test_the_experiment_seed_is_the_trainers_seed():
+    """``--set seed=N`` reaches the trainer even when the base training file sets a seed
+    (``minilm-cpu.yaml``: 42); before, the file's seed won and N only changed the mixes'
+    sampling. ``training.overrides.seed`` still sets another one."""
+    path = REPO_ROOT / "configs" / "experiments" / "gold-cpu.yaml"
+    assert load_config(TrainConfig, REPO_ROOT / "configs/train/minilm-cpu.yaml").seed == 42
+    seeds = [train_config_dict(load_experiment(path, [f"seed={n}"]), None)["seed"] for n in (2, 3)]
+    assert seeds == [2, 3]
+    pinned = load_experiment(path, ["seed=2", "training.overrides.seed=42"])
+    assert train_config_dict(pinned, None)["seed"] == 42

@@ -257,10 +257,16 @@ def _section(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 def train_config_dict(exp: Experiment, backbone: str | None) -> dict[str, Any]:
-    """The base training YAML with the experiment's overrides (and backbone) applied."""
+    """The base training YAML with the experiment's overrides (and backbone) applied.
+
+    The trainer's seed is the experiment's ``seed`` (so ``--set seed=N`` changes the
+    initialisation, data order and dropout as well as the mixes' sampling) unless
+    ``training.overrides.seed`` gives another; a seed in the base file is replaced.
+    """
     data = read_yaml(exp.training.base) if exp.training.base else exp.training.config or {}
-    data = apply_overrides(copy.deepcopy(data), flag_overrides(exp.training.overrides))
-    data.setdefault("seed", exp.seed)
+    data = copy.deepcopy(data)
+    data["seed"] = exp.seed
+    data = apply_overrides(data, flag_overrides(exp.training.overrides))
     if backbone is not None:
         _section(data, "model", f"{exp.source}: training")["name_or_path"] = backbone
     return data
