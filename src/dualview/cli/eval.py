@@ -106,6 +106,17 @@ def eval_command(
     top_k: Annotated[
         int, typer.Option(help="Documents per query the reranker rescores.", min=1)
     ] = 20,
+    interpolate: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--interpolate",
+            metavar="W",
+            help="Rank the top k by W x reranker + (1 - W) x first stage, each min-max "
+            "normalised per query (repeatable: one column RERANKER~W@FIRST_STAGE per W; 1 is "
+            "the reranker alone). Choose W on a validation set (-b gold-val), then report "
+            "it on the others; the reranker's scores come from its cache after the first W.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate MODELS on the --benchmarks; write one JSON per benchmark and model to --out.
 
@@ -123,7 +134,12 @@ def eval_command(
         batch_size=batch_size,
         limit=limit,
     )
-    rerank = RerankSettings(rerankers=list(reranker or []), first_stage=first_stage, top_k=top_k)
+    rerank = RerankSettings(
+        rerankers=list(reranker or []),
+        first_stage=first_stage,
+        top_k=top_k,
+        weights=list(interpolate or [1.0]),
+    )
     summary = evaluate(
         list(models or []),
         benchmarks,

@@ -325,27 +325,44 @@ def evaluate(
             )
         alone = FirstStageAlone(settings)
         for item in rerank.rerankers or [None]:
-            ranker = Ranker(rerank.first_stage, first, encoder, top_k=rerank.top_k)
-            if item is not None:
-                ranker.reranker = open_reranker(item, device, settings.batch_size, cache)
-                ranker.reranker_name = reranker_name(item)
-            summary.models.append(ranker.name)
-            for spec, label, bench in loaded:
-                path = _result_path(out_dir, ranker.name, label)
-                payload = run_one(ranker, spec, bench, settings, path, alone)
-                summary.values.setdefault(ranker.name, {})[label] = payload["metrics"]
-                if "first_stage" in payload:
-                    first_metrics = payload["first_stage"]["metrics"]
-                    summary.first_stage.setdefault(ranker.name, {})[label] = first_metrics
-                summary.results.setdefault(ranker.name, {})[label] = payload
-                if path is not None:
-                    summary.files.append(path)
-            ranker.close()
+            second = None
+            if item is not None:  # loaded once, shared by its interpolation weights
+                second = open_reranker(item, device, settings.batch_size, cache)
+            for weight in rerank.weights if item is not None else [1.0]:
+                ranker = Ranker(rerank.first_stage, first, encoder, top_k=rerank.top_k)
+                if second is not None:
+                    ranker.reranker, ranker.reranker_name = second, reranker_name(item)
+                    ranker.weight = weight
+                _run_column(ranker, loaded, settings, out_dir, alone, summary)
+            if second is not None:
+                second.close()
         if encoder is not None:
             encoder.close()
     if out_dir is not None:
         write_summary(summary, out_dir)
     return summary
+
+
+def _run_column(
+    ranker: Ranker,
+    loaded: list[tuple[str, str, Benchmark]],
+    settings: EvalSettings,
+    out_dir: Path | None,
+    alone: FirstStageAlone,
+    summary: Summary,
+) -> None:
+    """Evaluate one column on every benchmark and add it to ``summary``."""
+    summary.models.append(ranker.name)
+    for spec, label, bench in loaded:
+        path = _result_path(out_dir, ranker.name, label)
+        payload = run_one(ranker, spec, bench, settings, path, alone)
+        summary.values.setdefault(ranker.name, {})[label] = payload["metrics"]
+        if "first_stage" in payload:
+            first_metrics = payload["first_stage"]["metrics"]
+            summary.first_stage.setdefault(ranker.name, {})[label] = first_metrics
+        summary.results.setdefault(ranker.name, {})[label] = payload
+        if path is not None:
+            summary.files.append(path)
 
 
 def _result_path(out_dir: Path | None, model: str, label: str) -> Path | None:

@@ -9,11 +9,14 @@ both; `dualview.retrieval.rerank` caches the scores).
 - **Names**: a reranked column is called ``<reranker>@<first stage>``, e.g.
   ``out/ce@embedded:minilm`` or ``out/ce@bm25`` (its result folder is the slug of that name,
   ``out_ce@embedded_minilm``), so reranked results never share a folder with first-stage
-  ones; BM25 alone is the column ``bm25`` (or ``bm25-builtin``). Two columns whose names
-  give one folder (``a/ce`` and ``a_ce``) are an error before anything runs
+  ones; BM25 alone is the column ``bm25`` (or ``bm25-builtin``). A reranker whose scores are
+  interpolated with the first stage's at weight ``w`` below 1 (`dualview.retrieval.fusion`)
+  is the column ``<reranker>~<w>@<first stage>``, e.g. ``out/ce~0.3@embedded:minilm``.
+  Two columns whose names give one folder (``a/ce`` and ``a_ce``) are an error before anything runs
   (`dualview.eval.layout.check_result_folders`).
 - **Record**: `Ranker.record` (the result JSON's ``rerank`` object) holds the reranker's
-  name and fingerprint, the first stage actually used (kind, name, fingerprint) and ``k``;
+  name and fingerprint, the first stage actually used (kind, name, fingerprint), ``k`` and,
+  below 1, the interpolation ``weight``;
   a benchmark that reranks its own candidate lists whole (FollowIR) records the first stage
   ``candidates`` and ``top_k: null``. The result's model fingerprint hashes the record, so
   another reranker, first stage or ``k`` is another result.
@@ -33,6 +36,7 @@ from dualview.eval.benchmarks.base import FIRST_STAGES, Benchmark, EvalContext
 from dualview.models.reranker import RERANKER_FILE, Reranker, load_reranker
 from dualview.models.saved import saved_kind
 from dualview.retrieval.encode import Encoder
+from dualview.retrieval.fusion import check_weight
 from dualview.retrieval.rerank import CachedReranker
 
 #: What identifies the hand-written BM25 first stage (its parameters; the code is versioned
@@ -52,11 +56,15 @@ class RerankSettings:
             ``bm25-builtin`` (hand-written, no stemming) or ``candidates``.
         top_k: documents per query the reranker rescores; those beyond ``k`` keep their
             first-stage order below the reranked ones.
+        weights: the reranker's share when its scores are interpolated with the first
+            stage's (`dualview.retrieval.fusion`), one column per weight and reranker; 1:
+            the reranker's order alone (the default).
     """
 
     rerankers: list[str | Reranker] = field(default_factory=list)
     first_stage: str = "model"
     top_k: int = 20
+    weights: list[float] = field(default_factory=lambda: [1.0])
 
     def check(self, models: list[str]) -> None:
         """Raise a clear `DualviewError` for a combination that cannot run (before any work)."""
@@ -75,6 +83,7 @@ class RerankSettings:
             )
         if self.first_stage == "candidates" and not self.rerankers:
             raise DualviewError("first stage 'candidates' needs a --reranker")
+        self._check_weights()
         names = [reranker_name(item) for item in self.rerankers]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -83,16 +92,35 @@ class RerankSettings:
             if isinstance(item, str):
                 check_reranker_folder(item)
 
+    def _check_weights(self) -> None:
+        if not self.weights:
+            raise DualviewError("--interpolate: give at least one weight (1: the reranker alone)")
+        for weight in self.weights:
+            check_weight(weight)
+        if len(set(self.weights)) < len(self.weights):
+            raise DualviewError(f"--interpolate: a weight is given twice ({self.weights})")
+        if min(self.weights) < 1.0 and not self.rerankers:
+            raise DualviewError(
+                "--interpolate blends a reranker with its first stage: give a --reranker"
+            )
+        if min(self.weights) < 1.0 and self.first_stage == "candidates":
+            raise DualviewError(
+                "--interpolate needs first-stage scores: the 'candidates' first stage has none"
+            )
+
     def first_stages(self, models: list[str]) -> list[str]:
         """The first stage of each column group: the models, or the BM25 / ``candidates``."""
         return list(models) if self.first_stage == "model" else [self.first_stage]
 
     def columns(self, models: list[str]) -> list[str]:
         """The name of every column (`Ranker.name`), in evaluation order."""
+        if not self.rerankers:
+            return self.first_stages(models)
         return [
-            first if item is None else reranked_name(reranker_name(item), first)
+            reranked_name(reranker_name(item), first, weight)
             for first in self.first_stages(models)
-            for item in self.rerankers or [None]
+            for item in self.rerankers
+            for weight in self.weights
         ]
 
 
@@ -115,9 +143,12 @@ def reranker_name(item: str | Reranker) -> str:
     return str(getattr(item, "name", None) or type(item).__name__)
 
 
-def reranked_name(reranker: str, first_stage: str) -> str:
-    """``<reranker>@<first stage>``: the model name of a reranked column."""
-    return f"{reranker}@{first_stage}"
+def reranked_name(reranker: str, first_stage: str, weight: float = 1.0) -> str:
+    """``<reranker>@<first stage>``, the model name of a reranked column; interpolated at a
+    ``weight`` below 1, ``<reranker>~<weight>@<first stage>``."""
+    if weight == 1.0:
+        return f"{reranker}@{first_stage}"
+    return f"{reranker}~{weight:g}@{first_stage}"
 
 
 def open_reranker(
@@ -142,12 +173,13 @@ class Ranker:
     reranker: CachedReranker | None = None
     reranker_name: str | None = None
     top_k: int = 20
+    weight: float = 1.0
 
     @property
     def name(self) -> str:
         if self.reranker_name is None:
             return self.first_name
-        return reranked_name(self.reranker_name, self.first_name)
+        return reranked_name(self.reranker_name, self.first_name, self.weight)
 
     @property
     def two_stage(self) -> bool:
@@ -160,6 +192,7 @@ class Ranker:
             first_stage=self.first_stage,
             reranker=self.reranker,
             top_k=self.top_k,
+            weight=self.weight,
             **settings,
         )
 
@@ -183,10 +216,13 @@ class Ranker:
             "name": self.first_name,
             "fingerprint": self._first_fingerprint(),
         }
-        if whole:
+        if whole and self.weight == 1.0:  # interpolated, the first stage scores them all
             first = {"kind": "candidates", "name": "benchmark candidates", "fingerprint": None}
         top_k = self.top_k if reranker is not None and not whole else None
-        return {"reranker": reranker, "first_stage": first, "top_k": top_k}
+        record = {"reranker": reranker, "first_stage": first, "top_k": top_k}
+        if self.weight != 1.0:  # absent at 1: the records (and fingerprints) of before
+            record["weight"] = self.weight
+        return record
 
     def fingerprint(self, bench: Benchmark) -> str:
         """The result's model fingerprint: the encoder's, or a hash of the record."""

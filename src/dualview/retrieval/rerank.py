@@ -10,7 +10,9 @@
 - `rerank_top_k` turns a first-stage run into the reranked run: each query's ``k`` best
   first-stage documents get the reranker's scores and come first; the documents beyond
   ``k`` stay in the run, below them, in their first-stage order (so recall at depths past
-  ``k`` and the rank of a document the reranker never saw are the first stage's).
+  ``k`` and the rank of a document the reranker never saw are the first stage's). With a
+  ``weight`` below 1 the top ``k`` are ordered by both stages' interpolated scores instead
+  (`dualview.retrieval.fusion`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from dualview.models.reranker import Reranker
 from dualview.progress import track
 from dualview.retrieval.encode import EmbeddingCache
+from dualview.retrieval.fusion import check_weight, interpolate
 from dualview.retrieval.search import Run
 from dualview.retrieval.text import InstructedQuery
 
@@ -174,6 +177,7 @@ def rerank_top_k(
     passage_text: Callable[[str], str],
     reranker: CachedReranker,
     k: int | None,
+    weight: float = 1.0,
 ) -> Run:
     """The reranked run of ``first`` (see module docstring); ``k=None`` reranks every
     document of each query.
@@ -184,7 +188,11 @@ def rerank_top_k(
         passage_text: doc id -> the text the reranker reads.
         reranker: the second stage.
         k: how many of each query's best first-stage documents are reranked.
+        weight: the reranker's share in (0, 1]: below 1 the top ``k`` are ranked by the
+            interpolation of both stages' scores (`dualview.retrieval.fusion`), the
+            reranker's scores read from its cache as ever.
     """
+    check_weight(weight)
     heads = {q: ranked(docs)[:k] if k is not None else list(docs) for q, docs in first.items()}
     triples = [(q, d) for q, docs in heads.items() for d in docs]
     parts = {q: query_parts(queries[q]) for q in heads}
@@ -196,6 +204,8 @@ def rerank_top_k(
     new: dict[str, dict[str, float]] = {q: {} for q in first}
     for (q, d), s in zip(triples, scores.tolist(), strict=True):
         new[q][d] = s
+    if weight < 1.0:
+        new = {q: interpolate(first[q], new[q], weight) for q in new}
     for q, docs in first.items():
         tail = [d for d in ranked(docs) if d not in new[q]]
         floor = min(new[q].values(), default=0.0)

@@ -32,6 +32,7 @@ from dualview.eval.benchmarks.meta import BenchmarkMeta
 from dualview.eval.metrics import MetricResult
 from dualview.progress import track
 from dualview.retrieval.encode import Encoder
+from dualview.retrieval.fusion import check_weight
 from dualview.retrieval.rerank import CachedReranker, rerank_top_k
 from dualview.retrieval.search import Run, rerank_run, topk_run
 from dualview.retrieval.text import InstructedQuery, doc_text
@@ -62,6 +63,8 @@ class EvalContext:
         reranker: the second stage, which rescores the first stage's ``top_k``; None: the
             first stage's run is the result.
         top_k: documents per query the reranker rescores.
+        weight: the reranker's share when its scores are interpolated with the first
+            stage's (`dualview.retrieval.fusion`); 1: the reranker's order alone.
         limit: evaluate only the first ``limit`` queries (pairs) of each set (`first`).
     """
 
@@ -74,9 +77,16 @@ class EvalContext:
     first_stage: str = "model"
     reranker: CachedReranker | None = None
     top_k: int = 20
+    weight: float = 1.0
     limit: int | None = None
 
     def __post_init__(self) -> None:
+        check_weight(self.weight)
+        if self.weight < 1.0 and (self.reranker is None or self.first_stage == "candidates"):
+            raise DualviewError(
+                "an interpolation weight below 1 blends a reranker's scores with a first "
+                "stage's: it needs a reranker and a first stage that scores (not 'candidates')"
+            )
         if self.limit is not None and self.limit < 1:
             raise DualviewError(f"limit must be at least 1, not {self.limit}")
         if self.first_stage not in FIRST_STAGES:
@@ -211,7 +221,7 @@ def _second_stage(
     """``run`` itself, or reranked by the context's reranker (its ``k`` best per query)."""
     if ctx.reranker is None:
         return run
-    return rerank_top_k(run, queries, lambda d: doc_text(corpus[d]), ctx.reranker, k)
+    return rerank_top_k(run, queries, lambda d: doc_text(corpus[d]), ctx.reranker, k, ctx.weight)
 
 
 def retrieve(
@@ -252,9 +262,11 @@ def rerank(
 
     With a reranker in the context: the first stage scores the candidates and the reranker
     rescores its top ``k``; with ``rerank_all`` (or the ``candidates`` first stage) the
-    reranker scores every candidate and the first stage is not run.
+    reranker scores every candidate and the first stage is not run, unless the context
+    interpolates the two stages' scores (``weight`` below 1), which needs them all.
     """
-    if ctx.reranker is not None and (rerank_all or ctx.first_stage == "candidates"):
+    alone = rerank_all and ctx.weight == 1.0
+    if ctx.reranker is not None and (alone or ctx.first_stage == "candidates"):
         given = {q: {d: 0.0 for d in candidates.get(q, ())} for q in queries}
         return _second_stage(ctx, queries, corpus, given, None)
     if corpus_emb is None:
@@ -269,7 +281,7 @@ def rerank(
     else:
         q_emb = _encode_queries(ctx, queries)
         run = rerank_run(list(queries), q_emb, row_of, index, candidates)
-    return _second_stage(ctx, queries, corpus, run, ctx.top_k)
+    return _second_stage(ctx, queries, corpus, run, None if rerank_all else ctx.top_k)
 
 
 def check_known_docs(
