@@ -142,3 +142,17 @@ def test_cli_interpolate_gives_one_column_per_weight(tmp_path: Path) -> None:
     assert summary["models"] == [f"{folder}~0.4@bm25", f"{folder}@bm25"]
     assert summary["values"][f"{folder}~0.4@bm25"]["paired"]["p-MRR"] == pytest.approx(50.0)
     assert summary["values"][f"{folder}@bm25"]["paired"]["p-MRR"] == pytest.approx(-50.0)
+
+
+def test_the_python_api_takes_one_weight_or_several(tmp_path: Path) -> None:
+    import dualview
+
+    folder = save_overlap(tmp_path / "rr", sign=-1.0)
+    spec = f"paired={write_pairs(tmp_path / 'pairs')}"
+    kwargs = {"rerankers": str(folder), "first_stage": "bm25", "top_k": 2}
+    one = dualview.evaluate(None, spec, interpolate=0.4, **kwargs)
+    assert one.models == [f"{folder}~0.4@bm25"]
+    assert one.metrics[f"{folder}~0.4@bm25"]["paired"]["p-MRR"] == pytest.approx(50.0)
+    both = dualview.evaluate(None, spec, interpolate=[1.0, 0.6], **kwargs)
+    assert both.models == [f"{folder}@bm25", f"{folder}~0.6@bm25"]
+    assert both.metrics[f"{folder}~0.6@bm25"]["paired"]["p-MRR"] == pytest.approx(-50.0)

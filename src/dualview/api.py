@@ -396,6 +396,7 @@ def evaluate(
     rerankers: ModelLike | Sequence[ModelLike] | None = None,
     first_stage: str = "model",
     top_k: int = 20,
+    interpolate: float | Sequence[float] = 1.0,
     settings: EvalSettings | Mapping[str, Any] | None = None,
     device: str | None = None,
     precision: str = "auto",
@@ -409,9 +410,11 @@ def evaluate(
     Returns the results (`EvalResults`) and writes nothing, unless ``out`` names a folder:
     then the files ``dualview eval --out`` writes, and matching results there are reused.
     (The embedding cache is kept as always; ``cache=False`` leaves it alone.)
-    ``rerankers``, ``first_stage``, ``top_k``: two-stage evaluation as ``--reranker``,
-    ``--first-stage``, ``--top-k``. ``settings``: `EvalSettings` or its dict (query
-    template, prompts, search backend, batch size). ``limit``: only the first N queries
+    ``rerankers``, ``first_stage``, ``top_k``, ``interpolate``: two-stage evaluation as
+    ``--reranker``, ``--first-stage``, ``--top-k``, ``--interpolate`` (the reranker's share
+    of the interpolated score, one column per weight; 1: the reranker alone).
+    ``settings``: `EvalSettings` or its dict (query template, prompts, search backend,
+    batch size). ``limit``: only the first N queries
     (pairs) of each set (``--limit``). Wraps `dualview.eval.run.evaluate`.
     """
     from dualview.eval.run import EvalSettings
@@ -432,7 +435,13 @@ def evaluate(
     except ValueError as exc:
         raise ConfigError(f"query_template: {exc}") from None
     specs = [benchmarks] if isinstance(benchmarks, str) else list(benchmarks)
-    rerank = RerankSettings(rerankers=_names(rerankers), first_stage=first_stage, top_k=top_k)
+    weights = [interpolate] if isinstance(interpolate, int | float) else list(interpolate)
+    rerank = RerankSettings(
+        rerankers=_names(rerankers),
+        first_stage=first_stage,
+        top_k=top_k,
+        weights=[float(w) for w in weights],
+    )
     summary = run_evaluation(
         _names(models),
         specs,
