@@ -60,9 +60,11 @@ def test_every_builtin_tasks_source_is_pinned() -> None:
 
 def test_todays_versions_keep_the_keys_of_caches_made_before() -> None:
     fingerprint = ReverseTask().fingerprint()
-    assert fingerprint["template"] == BEFORE["reverse"] and fingerprint["parser_version"] == 4
+    # version 5 (a worked example's original instruction rejected) is on purpose: its caches
+    # replay the answers of 4 and below, the template's key is unchanged
+    assert fingerprint["template"] == BEFORE["reverse"] and fingerprint["parser_version"] == 5
     assert "parser_source" not in fingerprint
-    assert [f["parser_version"] for f in ReverseTask().earlier_fingerprints()[:2]] == [3, 2]
+    assert [f["parser_version"] for f in ReverseTask().earlier_fingerprints()[:2]] == [4, 3]
 
 
 def test_docstrings_comments_and_layout_leave_the_digest_unchanged() -> None:
@@ -93,11 +95,11 @@ def test_an_unpinned_edit_asks_the_llm_again(tmp_path: Path, monkeypatch) -> Non
         assert server.requests == 2 * asked  # asked again, not judged from stale verdicts
 
 
-@pytest.mark.parametrize("replay_from", [1, 5])
+@pytest.mark.parametrize("replay_from", [1, 6])
 def test_a_pinned_edit_rejudges_or_asks_again(monkeypatch, replay_from: int) -> None:
     version = pin_parser_edit(monkeypatch, ReverseTask, replay_from)
     task = ReverseTask()
-    assert task.fingerprint()["parser_version"] == version == 5
+    assert task.fingerprint()["parser_version"] == version == 6
     assert "parser_source" not in task.fingerprint()
     earlier = [f.get("parser_version", 1) for f in task.earlier_fingerprints()]
-    assert earlier == ([4, 3, 2, 1] if replay_from == 1 else [])
+    assert earlier == ([5, 4, 3, 2, 1] if replay_from == 1 else [])

@@ -76,6 +76,25 @@ def test_reverse_cases() -> None:
         assert parsed.status == "rejected" and parsed.reason.startswith(code), (text, parsed)
 
 
+def test_a_worked_examples_original_instruction_is_no_reversal() -> None:
+    """The 1.5B writer answered with a worked example's *original* instruction word for
+    word (and reworded): the task rejects it as an echo, like a copy of the example's
+    answer. Before, only the answers were checked."""
+    task = ReverseTask()
+    originals = [e.instruction for e in task.examples]
+    assert originals and set(originals) <= set(task.example_texts)
+    for original in originals:
+        words = original.rstrip(".").split()
+        reworded = " ".join([*words[:-1], "gardening."])
+        for text in (original, reworded):
+            answer = f"<answer><new_instruction>{text}</new_instruction></answer>"
+            parsed = parse_reverse(
+                answer, ORIGINAL, task.template.fragments, examples=task.example_texts
+            )
+            assert parsed.status == "rejected", (text, parsed)
+            assert parsed.reason.startswith("echoes_prompt"), (text, parsed)
+
+
 @settings(max_examples=400, deadline=None)
 @given(any_text)
 def test_reverse_parser_never_raises_and_accepts_only_well_formed(text: str) -> None:

@@ -44,8 +44,10 @@ PINNED: dict[str, dict[str, int]] = {
     # 2: reworded copies of a worked example are rejected
     # 3: an instruction that is a piece (>= 40 characters) of a passage is rejected
     # 4: echo checks ignore punctuation; naming a prompt label (TARGET, [R1]) is rejected
+    # 5: a copy (or rewording) of a worked example's original instruction is rejected too
     "dualview.synth.reverse.ReverseTask": {
         "b72ceb1bd6bd2d791849132552584ada6dd28b6bf98f2f3b328edde31ade5040": 4,
+        "452c8c80f1cde5a006c573e1cb06c3fc6b487671ecf5d29354afa1db690d551b": 5,
     },
     # 2: an instruction cut from the positive, and a negative that is a piece or a near copy
     # of the positive or of another negative, are rejected

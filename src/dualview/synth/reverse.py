@@ -113,7 +113,8 @@ def parse_reverse(
 ) -> Parsed[str]:
     """The new instruction from an answer, ``impossible`` for ``<answer>None</answer>``, or a
     rejection: no/ambiguous answer, stray text, empty, same as the original, an echo of the
-    prompt (including a reworded copy of a worked example's answer), or an absurd length."""
+    prompt (including a reworded copy of a worked example's instructions, ``examples``: its
+    original or its answer), or an absurd length."""
     answer = the_answer(text)
     if not answer.ok:
         return answer
@@ -173,10 +174,13 @@ class ReverseTask(TemplateTask):
     def __init__(self, config: ReverseConfig | None = None) -> None:
         self.config = config or ReverseConfig()
         self.examples = DEFAULT_EXAMPLES if self.config.examples is None else self.config.examples
-        base = load_template("reverse", self.config.template)
-        self.template: PromptTemplate = base.with_fragments(
-            [e.new_instruction for e in self.examples if e.new_instruction]
+        # a worked example's instructions, its original and its answer: an answer that
+        # copies or rewords either is the example echoed, not a reversal of the record
+        self.example_texts = tuple(
+            text for e in self.examples for text in (e.instruction, e.new_instruction) if text
         )
+        base = load_template("reverse", self.config.template)
+        self.template: PromptTemplate = base.with_fragments(list(self.example_texts))
 
     def prompt(self, record: Record, n_index: int) -> str:
         cut = self.config.max_passage_chars
@@ -217,7 +221,7 @@ class ReverseTask(TemplateTask):
             self.config.min_words,
             self.config.max_chars,
             inputs=(record.query, *(d.text for d in record.documents())),
-            examples=tuple(e.new_instruction for e in self.examples if e.new_instruction),
+            examples=self.example_texts,
         )
         if parsed.status != "ok":
             return Outcome(parsed.status, reason=parsed.reason)
