@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from dualview.errors import DualviewError
 from dualview.eval.benchmarks import load_benchmark
 from dualview.eval.benchmarks.base import EvalContext
+from dualview.eval.interpolation import choose_weight, read_values
 from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings, reranked_name
 from dualview.retrieval.fusion import check_weight, interpolate, min_max
@@ -156,3 +157,64 @@ def test_the_python_api_takes_one_weight_or_several(tmp_path: Path) -> None:
     both = dualview.evaluate(None, spec, interpolate=[1.0, 0.6], **kwargs)
     assert both.models == [f"{folder}@bm25", f"{folder}~0.6@bm25"]
     assert both.metrics[f"{folder}~0.6@bm25"]["paired"]["p-MRR"] == pytest.approx(-50.0)
+
+
+# --- choosing the weight on a validation set ---------------------------------------------
+
+GOLD_TEST = "paired=src/dualview/demo/data/eval/paired"
+
+
+def _values(table: dict[str, dict[float, float]]) -> dict:
+    """``{reranker: {weight: gold-val p-MRR}}`` as a summary's values over embedded:minilm."""
+    return {
+        reranked_name(r, "embedded:minilm", w): {"gold-val": {"p-MRR": v, "nDCG@10": 0.0}}
+        for r, by_weight in table.items()
+        for w, v in by_weight.items()
+    }
+
+
+def test_the_weight_with_the_best_mean_over_the_rerankers_is_chosen() -> None:
+    values = _values(
+        {"s1": {0.3: 10.0, 0.6: 14.0, 1.0: 2.0}, "s2": {0.3: 16.0, 0.6: 13.0, 1.0: 5.0}}
+    )
+    choice = choose_weight(
+        values, ["s1", "s2"], "embedded:minilm", [1.0, 0.3, 0.6], "gold-val p-MRR", ["gold-val"]
+    )
+    assert choice.means == {0.3: 13.0, 0.6: 13.5, 1.0: 3.5}
+    assert choice.weight == 0.6 and choice.metric == "gold-val p-MRR"
+    one = choose_weight(
+        values, ["s2"], "embedded:minilm", [0.3, 0.6], "gold-val p-MRR", ["gold-val"]
+    )
+    assert one.weight == 0.3
+    tied = _values({"s1": {0.2: 7.0, 0.8: 7.0}})
+    pick = choose_weight(
+        tied, ["s1"], "embedded:minilm", [0.8, 0.2], "gold-val p-MRR", ["gold-val"]
+    )
+    assert pick.weight == 0.2  # a tie goes to the weight nearer the first stage
+
+
+def test_a_weight_is_never_chosen_on_a_test_or_held_out_set(tmp_path: Path) -> None:
+    values = _values({"s1": {0.5: 1.0}})
+    for metric, specs, message in (
+        ("phenomena p-MRR", ["phenomena"], "held out"),
+        ("paired p-MRR", [GOLD_TEST], "gold test split instances"),
+        ("beir p-MRR", ["gold-val"], "no column"),
+    ):
+        with pytest.raises(DualviewError, match=message):
+            choose_weight(values, ["s1"], "embedded:minilm", [0.5], metric, specs)
+    with pytest.raises(DualviewError, match=r"s1~0.7@embedded:minilm: no 'gold-val' 'p-MRR'"):
+        choose_weight(values, ["s1"], "embedded:minilm", [0.7], "gold-val p-MRR", ["gold-val"])
+    with pytest.raises(DualviewError, match=r"no summary\.json"):
+        read_values(tmp_path)
+
+
+def test_choose_weight_reads_an_eval_folder(tmp_path: Path) -> None:
+    """End to end on a small paired set labelled as a validation set would be: the reversing
+    reranker loses p-MRR as its weight grows, so the smallest weight is chosen."""
+    folder = save_overlap(tmp_path / "rr", sign=-1.0)
+    spec = f"paired={write_pairs(tmp_path / 'pairs')}"
+    settings = RerankSettings([str(folder)], "bm25", top_k=2, weights=[0.4, 0.6, 1.0])
+    evaluate([], [spec], tmp_path / "out", rerank=settings)
+    values = read_values(tmp_path / "out")
+    choice = choose_weight(values, [str(folder)], "bm25", [0.4, 0.6, 1.0], "paired p-MRR", [spec])
+    assert choice.weight == 0.4 and choice.means == {0.4: 50.0, 0.6: -50.0, 1.0: -50.0}

@@ -1,0 +1,87 @@
+"""Choosing a reranker's interpolation weight on a validation set, never on a test set.
+
+``dualview eval --interpolate W`` (`dualview.retrieval.fusion`) gives one column per
+weight. `choose_weight` reads those columns' values of one metric on a validation set and
+returns the weight with the highest mean over the given rerankers (seeds of one arm, say),
+the smaller weight on a tie (the one nearer the first stage). The set must be one a choice
+may be made on (`dualview.eval.selection.selection_benchmark`): the phenomenon set and any
+set holding gold test split instances are refused, so the weight reported on them was not
+chosen on them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dualview.errors import DualviewError
+from dualview.eval.benchmarks import spec_label
+from dualview.eval.selection import selection_benchmark
+from dualview.eval.two_stage import reranked_name
+
+#: ``values[column][benchmark label][metric]``: a summary's means (`Summary.values`).
+Values = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+
+@dataclass(frozen=True)
+class WeightChoice:
+    """The chosen ``weight``, the ``metric`` it was chosen on (``"gold-val p-MRR"``) and the
+    mean of that metric over the rerankers at every weight (``means``)."""
+
+    weight: float
+    metric: str
+    means: dict[float, float]
+
+
+def read_values(eval_dir: str | Path) -> Values:
+    """The means of a ``dualview eval`` output folder (its ``summary.json``)."""
+    path = Path(eval_dir) / "summary.json"
+    if not path.is_file():
+        raise DualviewError(f"{path}: no summary.json (is it a dualview eval --out folder?)")
+    return json.loads(path.read_text(encoding="utf-8"))["values"]
+
+
+def choose_weight(
+    values: Values,
+    rerankers: Sequence[str],
+    first_stage: str,
+    weights: Sequence[float],
+    metric: str,
+    specs: Sequence[str],
+) -> WeightChoice:
+    """The weight of the highest mean ``metric`` over ``rerankers`` (module docstring).
+
+    Args:
+        values: the evaluation's means (`read_values`, `Summary.values`).
+        rerankers: the reranker names as evaluated (``--reranker`` values).
+        first_stage: the first stage they reranked (``embedded:minilm``, ``bm25``).
+        weights: the weights evaluated (``--interpolate`` values; 1 is the reranker alone).
+        metric: ``"<benchmark label> <metric>"``, e.g. ``"gold-val p-MRR"``.
+        specs: the benchmark specs evaluated (``-b`` values): the metric's set is checked
+            to be one a choice may be made on.
+    """
+    if not rerankers or not weights:
+        raise DualviewError("choose a weight: give at least one reranker and one weight")
+    spec = selection_benchmark(metric, list(specs), "choose a weight")
+    label = spec_label(spec)
+    name = metric[len(label) + 1 :]
+    means: dict[float, float] = {}
+    for weight in sorted(set(weights)):
+        found = []
+        for reranker in rerankers:
+            column = reranked_name(reranker, first_stage, weight)
+            value = values.get(column, {}).get(label, {}).get(name)
+            if value is None:
+                raise DualviewError(
+                    f"{column}: no {label!r} {name!r} among the results; evaluate it with "
+                    f"--reranker {reranker} --interpolate {weight:g} -b {spec}"
+                )
+            found.append(float(value))
+        means[weight] = sum(found) / len(found)
+    best = max(means.values())
+    return WeightChoice(min(w for w, v in means.items() if v == best), metric, means)
+
+
+__all__ = ["Values", "WeightChoice", "choose_weight", "read_values"]
