@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 import dualview.report as report_module
+from dualview.errors import DualviewError
 from dualview.eval.mteb_compat import task_result
 from dualview.eval.run import evaluate
+from dualview.eval.two_stage import RerankSettings
 from dualview.report import ReportOptions
 from dualview.report.collect import NO_PER_QUERY
 from dualview.report.run_report import report_runs
+from tests.test_eval_rerank import Overlap, write_pairs
 from tests.test_hostile_cli import invoke
 from tests.test_report_headline import SETS, _followir, _perturbed_tiny
 
@@ -157,3 +160,33 @@ def test_a_folder_that_is_neither_is_one_located_error(
     assert lines[0].startswith(f"error: {stray}: not a dualview run folder"), err
     assert "eval result folder" in lines[0] and "mteb result folder" in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("no_figures")
+def test_eval_folders_as_seeds_give_mean_and_pooled_queries(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--seeds``: one eval folder per seed with the same arm names is one report of mean ±
+    sd, each query's values pooled (averaged over the seeds in the paired test)."""
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    spec = f"paired={write_pairs(tmp_path / 'pairs')}"
+    folders = []
+    for seed, sign in ((1, 1.0), (2, -1.0)):  # the "seeds" of reranker rr: +50 and -50 p-MRR
+        folders.append(tmp_path / f"eval-s{seed}")
+        settings = RerankSettings([Overlap(sign=sign, name="rr")], "bm25", top_k=2)
+        evaluate([], [spec], folders[-1], rerank=settings)
+    out = tmp_path / "report"
+    argv = ["report", *map(str, folders), "--seeds", "--out", str(out), "--resamples", "200"]
+    code, err = invoke([*argv, "--compare", "rr@bm25:bm25", "--metrics", "paired p-MRR"], capsys)
+    assert code == 0, err
+    table = _table(out)
+    assert list(table) == ["bm25", "rr@bm25"]
+    assert table["rr@bm25"]["paired p-MRR"] == "0.00" and table["bm25"]["paired p-MRR"] == "50.00"
+    [comparison] = json.loads((out / "significance.json").read_text())
+    assert comparison["n_queries"] == 4 and comparison["mean_arm"] == pytest.approx(0.0)
+    with pytest.raises(DualviewError, match="its arms differ"):
+        other = tmp_path / "eval-other"
+        evaluate([], [spec], other, rerank=RerankSettings([Overlap(name="zz")], "bm25", top_k=2))
+        report_runs([folders[0], other], tmp_path / "r", FAST, seeds=True)
+    with pytest.raises(DualviewError, match="at least two folders"):
+        report_runs([folders[0]], tmp_path / "r", FAST, seeds=True)

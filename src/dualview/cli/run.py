@@ -164,6 +164,14 @@ def report(
             "RUN_DIR/review.jsonl when present).",
         ),
     ] = None,
+    seeds: Annotated[
+        bool,
+        typer.Option(
+            "--seeds",
+            help="The folders are seeds of the same arms (e.g. one `dualview eval` folder "
+            "per seed, models named alike): mean ± sd, per-query values pooled.",
+        ),
+    ] = False,
 ) -> None:
     """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run, or mean ± sd of several,
     with paired significance (bootstrap CI, randomization p, Holm) and error analysis."""
@@ -184,7 +192,7 @@ def report(
     if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
         files = report_sweep(run_dirs[0], out, options)
     else:
-        files = report_runs(run_dirs, out, options)
+        files = report_runs(run_dirs, out, options, seeds=seeds)
     _print_files(files)
 
 

@@ -59,14 +59,18 @@ def report_runs(
     run_dirs: list[Path],
     out_dir: str | Path | None = None,
     options: ReportOptions | None = None,
+    seeds: bool = False,
 ) -> ReportFiles:
     """Tables and plots for one run folder (default output ``RUN_DIR/report``), or for
     several runs of the same experiment (seeds): mean ± standard deviation per metric;
     paired significance and error analysis per ``options`` (seeds pooled by query). Given
     any folder that is not a run folder (a `dualview eval` or mteb result folder), each
-    folder's rows are arms of one report instead (`report_arms`)."""
+    folder's rows are arms of one report instead (`report_arms`), unless ``seeds`` says
+    the folders are seeds of the same arms (`report_seed_folders`)."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
+    if seeds:
+        return report_seed_folders([Path(d) for d in run_dirs], out_dir, options)
     if not all(is_run_dir(d) for d in run_dirs):
         return report_arms([Path(d) for d in run_dirs], out_dir, options)
     runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
@@ -79,6 +83,31 @@ def report_runs(
             raise DualviewError("report: several run folders need --out")
         default_out = Path(out_dir)
     return write_report(rows, Path(out_dir or default_out), title=title, options=options)
+
+
+def report_seed_folders(
+    folders: list[Path], out_dir: str | Path | None, options: ReportOptions | None = None
+) -> ReportFiles:
+    """One report of several folders (run, eval or mteb result folders) that are seeds of
+    the same arms: each row is the mean ± sd over the folders of the rows of that name,
+    per-query values pooled (as several run folders are). Every folder must hold the same
+    row names (e.g. ``dualview eval`` of each seed's models under one set of names)."""
+    if len(folders) < 2:
+        raise DualviewError("report --seeds: give at least two folders (one per seed)")
+    if out_dir is None:
+        raise DualviewError("report --seeds: several folders need --out")
+    runs = [folder_rows(folder) for folder in folders]
+    names = [row.name for row in runs[0]]
+    for folder, rows in zip(folders[1:], runs[1:], strict=True):
+        other = [row.name for row in rows]
+        if sorted(other) != sorted(names):
+            odd = sorted(set(names) ^ set(other))
+            raise DualviewError(
+                f"{folder}: report --seeds: its arms differ from {folders[0]}'s ({odd[0]!r} "
+                "is in one only); seeds must name their arms alike"
+            )
+    title = " + ".join(folder.name for folder in folders)
+    return write_report(aggregate(runs), Path(out_dir), title=title, options=options)
 
 
 def folder_rows(folder: Path) -> list[ConfigResult]:
