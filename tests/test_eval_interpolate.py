@@ -186,6 +186,12 @@ def test_the_weight_with_the_best_mean_over_the_rerankers_is_chosen() -> None:
         values, ["s2"], "embedded:minilm", [0.3, 0.6], "gold-val p-MRR", ["gold-val"]
     )
     assert one.weight == 0.3
+    # the same arm in one folder per seed: the same means as both in one folder
+    per_seed = [_values({"rr": {0.3: 10.0, 0.6: 14.0}}), _values({"rr": {0.3: 16.0, 0.6: 13.0}})]
+    pooled = choose_weight(
+        per_seed, ["rr"], "embedded:minilm", [0.3, 0.6], "gold-val p-MRR", ["gold-val"]
+    )
+    assert pooled.weight == 0.6 and pooled.means == {0.3: 13.0, 0.6: 13.5}
     tied = _values({"s1": {0.2: 7.0, 0.8: 7.0}})
     pick = choose_weight(
         tied, ["s1"], "embedded:minilm", [0.8, 0.2], "gold-val p-MRR", ["gold-val"]

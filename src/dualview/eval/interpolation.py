@@ -2,8 +2,9 @@
 
 ``dualview eval --interpolate W`` (`dualview.retrieval.fusion`) gives one column per
 weight. `choose_weight` reads those columns' values of one metric on a validation set and
-returns the weight with the highest mean over the given rerankers (seeds of one arm, say),
-the smaller weight on a tie (the one nearer the first stage). The set must be one a choice
+returns the weight with the highest mean over the given rerankers and evaluation folders
+(the seeds of one arm: several rerankers in one folder, or one name in one folder per
+seed), the smaller weight on a tie (the one nearer the first stage). The set must be one a choice
 may be made on (`dualview.eval.selection.selection_benchmark`): the phenomenon set and any
 set holding gold test split instances are refused, so the weight reported on them was not
 chosen on them.
@@ -44,7 +45,7 @@ def read_values(eval_dir: str | Path) -> Values:
 
 
 def choose_weight(
-    values: Values,
+    values: Values | Sequence[Values],
     rerankers: Sequence[str],
     first_stage: str,
     weights: Sequence[float],
@@ -54,7 +55,8 @@ def choose_weight(
     """The weight of the highest mean ``metric`` over ``rerankers`` (module docstring).
 
     Args:
-        values: the evaluation's means (`read_values`, `Summary.values`).
+        values: the evaluation's means (`read_values`, `Summary.values`), or a list of
+            them (one evaluation folder per seed): the mean is over all of them.
         rerankers: the reranker names as evaluated (``--reranker`` values).
         first_stage: the first stage they reranked (``embedded:minilm``, ``bm25``).
         weights: the weights evaluated (``--interpolate`` values; 1 is the reranker alone).
@@ -67,12 +69,13 @@ def choose_weight(
     spec = selection_benchmark(metric, list(specs), "choose a weight")
     label = spec_label(spec)
     name = metric[len(label) + 1 :]
+    runs = [values] if isinstance(values, Mapping) else list(values)
     means: dict[float, float] = {}
     for weight in sorted(set(weights)):
         found = []
-        for reranker in rerankers:
+        for run, reranker in ((run, r) for run in runs for r in rerankers):
             column = reranked_name(reranker, first_stage, weight)
-            value = values.get(column, {}).get(label, {}).get(name)
+            value = run.get(column, {}).get(label, {}).get(name)
             if value is None:
                 raise DualviewError(
                     f"{column}: no {label!r} {name!r} among the results; evaluate it with "
