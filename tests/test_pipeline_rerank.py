@@ -13,12 +13,13 @@ from dualview.models.config import ModelConfig
 from dualview.models.cross_encoder import CrossEncoderReranker
 from dualview.pipeline.build import eval_stage
 from dualview.pipeline.experiment import Experiment
+from dualview.pipeline.params import EvalParams
 from dualview.report.run_report import rows_of_eval_stage
 from tests.test_eval_rerank import write_pairs
 from tests.train_tiny import make_tiny_encoder
 
 
-def _experiment(pairs: Path, include_base: bool) -> Experiment:
+def _experiment(pairs: Path, include_base: bool, interpolate: float = 1.0) -> Experiment:
     return Experiment.model_validate(
         {
             "name": "rerank-arm",
@@ -28,7 +29,7 @@ def _experiment(pairs: Path, include_base: bool) -> Experiment:
             "evaluation": {
                 "benchmarks": [f"paired={pairs}"],
                 "include_base": include_base,
-                "rerank": {"first_stage": "bm25", "top_k": 3},
+                "rerank": {"first_stage": "bm25", "top_k": 3, "interpolate": interpolate},
             },
         }
     )
@@ -61,3 +62,28 @@ def test_a_trained_reranker_is_evaluated_over_the_first_stage(tmp_path: Path, mo
     rows = rows_of_eval_stage(out)
     assert [r.name for r in rows] == ["BI", "CE"]
     assert all("paired p-MRR" in r.metrics for r in rows)
+
+
+def test_an_interpolated_reranker_is_one_column_under_the_arms_label(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``evaluation.rerank.interpolate``: the arm's column is ``<reranker>~W@<first stage>``,
+    its result records the weight, and the eval key holds it only below 1."""
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    train_out = tmp_path / "train-ce"
+    config = ModelConfig(kind="cross_encoder", name_or_path=str(make_tiny_encoder(tmp_path / "t")))
+    CrossEncoderReranker(config).save(train_out / "model")
+    exp = _experiment(write_pairs(tmp_path / "pairs"), include_base=False, interpolate=0.4)
+    out = tmp_path / "eval-stage"
+    out.mkdir()
+    eval_stage(exp, {"CE": "train-ce"}, {})(out, {"train-ce": train_out})
+    models = json.loads((out / "configurations.json").read_text())["models"]
+    assert models == {"CE": f"{train_out / 'model'}~0.4@bm25"}
+    [result_path] = (out / "eval").glob("*_0.4@bm25/paired.json")
+    assert json.loads(result_path.read_text())["rerank"]["weight"] == 0.4
+    assert [r.name for r in rows_of_eval_stage(out)] == ["CE"]
+    key = EvalParams.of(exp.evaluation, {}).key()["evaluation"]["rerank"]
+    assert key["interpolate"] == 0.4
+    plain = _experiment(tmp_path / "pairs", include_base=False)
+    assert "interpolate" not in EvalParams.of(plain.evaluation, {}).key()["evaluation"]["rerank"]

@@ -349,10 +349,12 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
             rerankers=list(rerankers.values()),
             first_stage=spec.first_stage if bm25 else "model",
             top_k=spec.top_k,
+            weights=[spec.interpolate],
         )
         first_stage = [] if bm25 else [spec.first_stage]
+        first = rerank.first_stages(first_stage)[0]
         for label, folder in rerankers.items():  # the report finds a reranked column by name
-            configurations[label] = reranked_name(folder, rerank.first_stages(first_stage)[0])
+            configurations[label] = reranked_name(folder, first, spec.interpolate)
         loss_logs = {  # relative to the run folder (the report reads it from anywhere)
             label: manifest_path_text(up[stage] / "train_log.jsonl", out.parent)
             for label, stage in trained.items()

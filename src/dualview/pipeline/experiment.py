@@ -143,10 +143,13 @@ class RerankSpec(StrictModel):
     """How a trained reranker (``model.kind: cross_encoder | llm_reranker``) is evaluated:
     it rescores the ``top_k`` documents of ``first_stage`` (a bi-encoder's name or path,
     ``bm25`` (`bm25s`, stemmed) or ``bm25-builtin``); FollowIR reranks its own candidates
-    (`dualview.eval.two_stage`)."""
+    (`dualview.eval.two_stage`). ``interpolate`` below 1 ranks the top k by that share of the
+    reranker's scores and the rest of the first stage's (`dualview.retrieval.fusion`); choose
+    it on a validation set (`dualview.eval.interpolation.choose_weight`)."""
 
     first_stage: str = "embedded:minilm"
     top_k: int = Field(20, ge=1)
+    interpolate: float = Field(1.0, gt=0, le=1)
 
 
 class EvaluationSpec(StrictModel):

@@ -83,6 +83,7 @@ class TrainParams(StageParams):
 class RerankKey(StageParams):
     first_stage: str
     top_k: int
+    interpolate: float = 1.0  # at 1 not keyed: evaluations from before keep their key
     # a bm25s first stage: the library's version and recipe, so an evaluation from when
     # ``bm25`` was the hand-written one (now ``bm25-builtin``) is rerun, not reused
     bm25: str | None = None
