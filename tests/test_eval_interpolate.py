@@ -212,6 +212,9 @@ def test_a_weight_is_never_chosen_on_a_test_or_held_out_set(tmp_path: Path) -> N
         choose_weight(values, ["s1"], "embedded:minilm", [0.7], "gold-val p-MRR", ["gold-val"])
     with pytest.raises(DualviewError, match=r"no summary\.json"):
         read_values(tmp_path)
+    (tmp_path / "summary.json").write_text('{"models": []}')
+    with pytest.raises(DualviewError, match=r"summary\.json.*values"):
+        read_values(tmp_path)
 
 
 def test_choose_weight_reads_an_eval_folder(tmp_path: Path) -> None:

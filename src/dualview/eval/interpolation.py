@@ -12,15 +12,15 @@ chosen on them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dualview.errors import DualviewError
+from dualview.errors import DataError, DualviewError
 from dualview.eval.benchmarks import spec_label
 from dualview.eval.selection import selection_benchmark
 from dualview.eval.two_stage import reranked_name
+from dualview.io.files import read_json_file
 
 #: ``values[column][benchmark label][metric]``: a summary's means (`Summary.values`).
 Values = Mapping[str, Mapping[str, Mapping[str, float]]]
@@ -41,7 +41,11 @@ def read_values(eval_dir: str | Path) -> Values:
     path = Path(eval_dir) / "summary.json"
     if not path.is_file():
         raise DualviewError(f"{path}: no summary.json (is it a dualview eval --out folder?)")
-    return json.loads(path.read_text(encoding="utf-8"))["values"]
+    summary = read_json_file(path)
+    values = summary.get("values") if isinstance(summary, dict) else None
+    if not isinstance(values, dict):
+        raise DataError(path, None, "values", "expected an object of the columns' means")
+    return values
 
 
 def choose_weight(

@@ -100,11 +100,11 @@ def report_seed_folders(
     names = [row.name for row in runs[0]]
     for folder, rows in zip(folders[1:], runs[1:], strict=True):
         other = [row.name for row in rows]
-        if sorted(other) != sorted(names):
-            odd = sorted(set(names) ^ set(other))
+        if Counter(other) != Counter(names):
+            odd = sorted((Counter(names) - Counter(other)) + (Counter(other) - Counter(names)))
             raise DualviewError(
                 f"{folder}: report --seeds: its arms differ from {folders[0]}'s ({odd[0]!r} "
-                "is in one only); seeds must name their arms alike"
+                "is not in both, or not as often); seeds must name their arms alike"
             )
     title = " + ".join(folder.name for folder in folders)
     return write_report(aggregate(runs), Path(out_dir), title=title, options=options)
