@@ -4,8 +4,8 @@
 weight. `choose_weight` reads those columns' values of one metric on a validation set and
 returns the weight with the highest mean over the given rerankers and evaluation folders
 (the seeds of one arm: several rerankers in one folder, or one name in one folder per
-seed), the smaller weight on a tie (the one nearer the first stage). The set must be one a choice
-may be made on (`dualview.eval.selection.selection_benchmark`): the phenomenon set and any
+seed), the smaller weight on a tie (the one nearer the first stage). The set must be one a
+choice may be made on (`dualview.eval.selection.selection_benchmark`): the phenomenon set and any
 set holding gold test split instances are refused, so the weight reported on them was not
 chosen on them.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 
 from dualview.errors import DataError, DualviewError
@@ -77,7 +78,7 @@ def choose_weight(
     means: dict[float, float] = {}
     for weight in sorted(set(weights)):
         found = []
-        for run, reranker in ((run, r) for run in runs for r in rerankers):
+        for run, reranker in product(runs, rerankers):
             column = reranked_name(reranker, first_stage, weight)
             value = run.get(column, {}).get(label, {}).get(name)
             if value is None:

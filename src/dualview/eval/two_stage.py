@@ -12,8 +12,8 @@ both; `dualview.retrieval.rerank` caches the scores).
   ones; BM25 alone is the column ``bm25`` (or ``bm25-builtin``). A reranker whose scores are
   interpolated with the first stage's at weight ``w`` below 1 (`dualview.retrieval.fusion`)
   is the column ``<reranker>~<w>@<first stage>``, e.g. ``out/ce~0.3@embedded:minilm``.
-  Two columns whose names give one folder (``a/ce`` and ``a_ce``) are an error before anything runs
-  (`dualview.eval.layout.check_result_folders`).
+  Two columns whose names give one folder (``a/ce`` and ``a_ce``) are an error before
+  anything runs (`dualview.eval.layout.check_result_folders`).
 - **Record**: `Ranker.record` (the result JSON's ``rerank`` object) holds the reranker's
   name and fingerprint, the first stage actually used (kind, name, fingerprint), ``k`` and,
   below 1, the interpolation ``weight``;
@@ -99,11 +99,12 @@ class RerankSettings:
             check_weight(weight)
         if len(set(self.weights)) < len(self.weights):
             raise DualviewError(f"--interpolate: a weight is given twice ({self.weights})")
-        if min(self.weights) < 1.0 and not self.rerankers:
+        blended = min(self.weights) < 1.0
+        if blended and not self.rerankers:
             raise DualviewError(
                 "--interpolate blends a reranker with its first stage: give a --reranker"
             )
-        if min(self.weights) < 1.0 and self.first_stage == "candidates":
+        if blended and self.first_stage == "candidates":
             raise DualviewError(
                 "--interpolate needs first-stage scores: the 'candidates' first stage has none"
             )

@@ -97,11 +97,11 @@ def report_seed_folders(
     if out_dir is None:
         raise DualviewError("report --seeds: several folders need --out")
     runs = [folder_rows(folder) for folder in folders]
-    names = [row.name for row in runs[0]]
+    names = Counter(row.name for row in runs[0])
     for folder, rows in zip(folders[1:], runs[1:], strict=True):
-        other = [row.name for row in rows]
-        if Counter(other) != Counter(names):
-            odd = sorted((Counter(names) - Counter(other)) + (Counter(other) - Counter(names)))
+        other = Counter(row.name for row in rows)
+        if other != names:
+            odd = sorted((names - other) + (other - names))
             raise DualviewError(
                 f"{folder}: report --seeds: its arms differ from {folders[0]}'s ({odd[0]!r} "
                 "is not in both, or not as often); seeds must name their arms alike"
