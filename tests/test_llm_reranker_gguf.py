@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from gguf import GGUFWriter
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import dualview.synth.backends.gguf as synth_gguf
 from dualview.errors import ConfigError
 from dualview.models import gguf
+from dualview.models.decoder import ADAPTER_DIR
 from dualview.models.llm_reranker import LlmReranker
 from dualview.models.reranker import RERANKER_FILE
 from dualview.models.rerankers import load_reranker
@@ -187,3 +190,19 @@ def test_a_chat_template_the_tokenizer_lacks_is_a_config_error(tmp_path: Path) -
     folder = make_tiny_lm(tmp_path / "llama", "llama")  # its tokenizer has no chat template
     with pytest.raises(ConfigError, match=r"model\.llm_reranker\.chat_template: .*no chat"):
         LlmReranker(reranker_config(folder, llm_reranker={"chat_template": True}))
+
+
+def test_saving_a_lora_reranker_on_a_gguf_warns_of_no_missing_config(
+    embedded_tiny: str, tmp_path: Path
+) -> None:
+    """The adapter of a GGUF-loaded LM saves without peft's "Could not find a config file"
+    warning (its base is a file, not a folder; no embedding is trained or resized)."""
+    model = LlmReranker(reranker_config(Path(embedded_tiny), lora=True))  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        saved = model.save(tmp_path / "saved")
+    assert not [w for w in caught if "config file" in str(w.message)], [
+        str(w.message) for w in caught
+    ]
+    adapter = load_file(saved / ADAPTER_DIR / "adapter_model.safetensors")
+    assert adapter and all("lora_" in name for name in adapter)  # the adapters only

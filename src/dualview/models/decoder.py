@@ -125,7 +125,9 @@ def save_adapter(backbone: nn.Module, folder: Path) -> Path | None:
     if not is_lora(backbone):
         return None
     target = folder / ADAPTER_DIR
-    backbone.save_pretrained(str(target))
+    # no embedding layer is resized or trained whole, so none is saved; "auto" would look
+    # for the base's config.json, which a GGUF-loaded base lacks, and warn
+    backbone.save_pretrained(str(target), save_embedding_layers=False)
     return target
 
 
