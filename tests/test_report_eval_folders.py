@@ -19,7 +19,7 @@ from dualview.eval.run import evaluate
 from dualview.eval.two_stage import RerankSettings
 from dualview.report import ReportOptions
 from dualview.report.collect import NO_PER_QUERY
-from dualview.report.run_report import report_runs
+from dualview.report.run_report import folder_labels, report_runs
 from tests.test_eval_rerank import Overlap, write_pairs
 from tests.test_hostile_cli import invoke
 from tests.test_report_headline import SETS, _followir, _perturbed_tiny
@@ -172,7 +172,7 @@ def test_eval_folders_as_seeds_give_mean_and_pooled_queries(
     spec = f"paired={write_pairs(tmp_path / 'pairs')}"
     folders = []
     for seed, sign in ((1, 1.0), (2, -1.0)):  # the "seeds" of reranker rr: +50 and -50 p-MRR
-        folders.append(tmp_path / f"eval-s{seed}")
+        folders.append(tmp_path / f"s{seed}" / "eval")  # the same last name in both
         settings = RerankSettings([Overlap(sign=sign, name="rr")], "bm25", top_k=2)
         evaluate([], [spec], folders[-1], rerank=settings)
     out = tmp_path / "report"
@@ -180,6 +180,7 @@ def test_eval_folders_as_seeds_give_mean_and_pooled_queries(
     code, err = invoke([*argv, "--compare", "rr@bm25:bm25", "--metrics", "paired p-MRR"], capsys)
     assert code == 0, err
     table = _table(out)
+    assert (out / "report.md").read_text().startswith("### s1/eval + s2/eval\n")
     assert list(table) == ["bm25", "rr@bm25"]
     assert table["rr@bm25"]["paired p-MRR"] == "0.00" and table["bm25"]["paired p-MRR"] == "50.00"
     [comparison] = json.loads((out / "significance.json").read_text())
@@ -190,3 +191,11 @@ def test_eval_folders_as_seeds_give_mean_and_pooled_queries(
         report_runs([folders[0], other], tmp_path / "r", FAST, seeds=True)
     with pytest.raises(DualviewError, match="at least two folders"):
         report_runs([folders[0]], tmp_path / "r", FAST, seeds=True)
+
+
+def test_folder_labels_are_the_fewest_trailing_parts_that_differ(tmp_path: Path) -> None:
+    assert folder_labels([Path("runs/a"), Path("runs/b")]) == ["a", "b"]
+    assert folder_labels([Path("x/s1/val"), Path("x/s2/val")]) == ["s1/val", "s2/val"]
+    assert folder_labels([Path("p/q/val"), Path("r/q/val")]) == ["p/q/val", "r/q/val"]
+    same = folder_labels([tmp_path / "v", tmp_path / "v"])  # one folder twice: its whole path
+    assert same == [str(tmp_path / "v")] * 2

@@ -78,7 +78,7 @@ def report_runs(
         rows, title = runs[0], Path(run_dirs[0]).name
         default_out = Path(run_dirs[0]) / "report"
     else:
-        rows, title = aggregate(runs), " + ".join(Path(d).name for d in run_dirs)
+        rows, title = aggregate(runs), " + ".join(folder_labels([Path(d) for d in run_dirs]))
         if out_dir is None:
             raise DualviewError("report: several run folders need --out")
         default_out = Path(out_dir)
@@ -106,7 +106,7 @@ def report_seed_folders(
                 f"{folder}: report --seeds: its arms differ from {folders[0]}'s ({odd[0]!r} "
                 "is not in both, or not as often); seeds must name their arms alike"
             )
-    title = " + ".join(folder.name for folder in folders)
+    title = " + ".join(folder_labels(folders))
     return write_report(aggregate(runs), Path(out_dir), title=title, options=options)
 
 
@@ -125,6 +125,19 @@ def folder_rows(folder: Path) -> list[ConfigResult]:
         f"{folder}: not a dualview run folder ({STAGES_FILE}), eval result folder (summary.json, "
         "or a model's <benchmark>.json results) or mteb result folder (model_meta.json)"
     )
+
+
+def folder_labels(folders: list[Path]) -> list[str]:
+    """Each folder as the fewest trailing path parts that tell it from the others, for a
+    report's title: ``s1/val`` and ``s2/val``, not ``val`` twice (the whole path when two are
+    the same folder)."""
+    parts = [folder.absolute().parts for folder in folders]
+    labels = [str(folder) for folder in folders]
+    for k in range(1, max(map(len, parts), default=0) + 1):
+        labels = [str(Path(*p[-k:])) for p in parts]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
 
 
 def distinct_names(rows_by_folder: list[tuple[Path, list[ConfigResult]]]) -> list[ConfigResult]:
@@ -167,5 +180,5 @@ def report_arms(
         comparisons=pairs if options.comparisons is None else options.comparisons,
         error_pairs=pairs if options.error_pairs is None else options.error_pairs,
     )
-    title = " vs ".join(folder.name for folder in folders)
+    title = " vs ".join(folder_labels(folders))
     return write_report(rows, Path(out_dir), title=title, options=options)
