@@ -27,4 +27,13 @@ def msmarco_dir() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    os.environ["DUALVIEW_CACHE"] = str(tmp_path_factory.mktemp("dualview-cache"))
+    """A cache private to this session. Its ``models`` folder (the embedded LLM assembled
+    from its parts and requantized, about 1.1 GB) is one folder for all xdist workers of
+    the session, which write it under dualview's own file locks, as processes sharing a
+    user's cache do; every other cache folder stays private to its worker."""
+    cache = tmp_path_factory.mktemp("dualview-cache")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared_models = tmp_path_factory.getbasetemp().parent / "dualview-models"
+        shared_models.mkdir(exist_ok=True)
+        (cache / "models").symlink_to(shared_models, target_is_directory=True)
+    os.environ["DUALVIEW_CACHE"] = str(cache)
