@@ -135,3 +135,41 @@ def test_an_unwritable_parent_is_one_clear_error(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(atomic_folder.tempfile, "mkdtemp", failing(errno.EACCES))
     with pytest.raises(DataError, match=r"out: write: "), atomic_dir(tmp_path / "out"):
         pass
+
+
+KILLED_SAVE = """
+import sys
+from dualview.models.bi_encoder import BiEncoder
+from dualview.models.config import ModelConfig
+BiEncoder(ModelConfig(name_or_path=sys.argv[1])).save(sys.argv[2])
+"""
+
+
+def test_a_killed_model_save_leaves_nothing_in_tmp_and_the_next_save_cleans_up(
+    tmp_path: Path,
+) -> None:
+    """A model is staged beside its folder, not in ``$TMPDIR``: a save killed as it swaps the
+    folder in leaves its staging folder there, and the next save of the same folder removes
+    it (a save staged in /tmp left a model-sized folder there for good)."""
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
+    from tests.train_tiny import make_tiny_encoder
+
+    tiny = make_tiny_encoder(tmp_path / "tiny")
+    out, scratch, log = tmp_path / "out", tmp_path / "scratch", tmp_path / "fault.log"
+    scratch.mkdir()
+    save = [sys.executable, "-c", KILLED_SAVE, str(tiny), str(out)]
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    counted = subprocess.run(save, env={**env, "DUALVIEW_FAULT_LOG": str(log)}, check=False)
+    assert counted.returncode == 0
+    labels = [line.split("\t")[1] for line in log.read_text().splitlines()]
+    kill_at = labels.index("replace out/") + 1
+    before = _tree(out)
+    killed = subprocess.run(save, env={**env, "DUALVIEW_FAULT_KILL_AT": str(kill_at)}, check=False)
+    assert killed.returncode == -9, "the save was not killed at its fault point"
+    assert list(scratch.iterdir()) == [], "the killed save left files in $TMPDIR"
+    assert _tree(out) == before
+    assert any(name.endswith(".staging") for name in _leftovers(tmp_path, "out"))
+    BiEncoder(ModelConfig(name_or_path=str(tiny))).save(out)
+    assert _leftovers(tmp_path, "out") == []
+    assert _tree(out) == before

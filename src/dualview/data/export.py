@@ -16,7 +16,6 @@ as ``<out>.manifest.json``, inside a dataset folder as ``manifest.json``.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from dualview.data.jsonl import iter_records
 from dualview.data.manifest import manifest_path
 from dualview.errors import DualviewError
 from dualview.io.atomic import atomic_copy
-from dualview.io.folder import atomic_dir
+from dualview.io.folder import atomic_dir, staging_dir
 
 ExportFormat = Literal["parquet", "st-parquet", "hf", "hf-st"]
 EXPORT_FORMATS: tuple[str, ...] = ("parquet", "st-parquet", "hf", "hf-st")
@@ -97,8 +96,8 @@ def export(
         result = _write_table(source, out, to, negatives)
         _copy_manifest(source, manifest_path(out))
         return result
-    with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
-        table = Path(tmp) / "table.parquet"
+    with staging_dir(out) as tmp:
+        table = tmp / "table.parquet"
         result = _write_table(source, table, "parquet" if to == "hf" else "st-parquet", negatives)
         _save_dataset(table, source, out)
     result.path = out

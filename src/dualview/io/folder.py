@@ -11,6 +11,12 @@ the target's place:
 
 A reader therefore sees either the previous complete folder or the new complete one, never
 a mix or a missing folder. A failed or killed writer leaves the previous folder as it was.
+
+`staging_dir` is the scratch folder a writer builds in before `atomic_dir` (a model saved
+once so that sentence-transformers can load it and save it in its own layout). It too lies
+beside the target, on the target's file system rather than in ``/tmp``, which may be a small
+RAM disk where a large model does not fit, and what a killed writer left there is removed by
+the next writer of the same target instead of staying in ``/tmp`` for good.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from dualview.io.faults import fault_point
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM}
+_STAGING = ".staging"
 
 
 @contextmanager
@@ -59,6 +66,29 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextmanager
+def staging_dir(path: str | Path) -> Iterator[Path]:
+    """A scratch folder beside ``path``, removed on exit, for files built and read back
+    before ``path`` is written (see module docstring). Entering it first removes the staging
+    folders a killed writer of ``path`` left. OS errors become a one-line `DataError`
+    naming ``path``.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*{_STAGING}"):
+            _remove(stale)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING, dir=path.parent))
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    try:
+        yield tmp
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    finally:
+        _remove(tmp)
 
 
 def _aside(path: Path) -> Path:

@@ -16,7 +16,6 @@ a model for a user (the CLI, the pipeline) writes it, with `dualview.hub.model_c
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -29,7 +28,7 @@ from transformers import AutoModel, AutoTokenizer
 from dualview.data.formats.common import query_text
 from dualview.data.schema import Record
 from dualview.io.atomic import atomic_copy, atomic_write_text
-from dualview.io.folder import atomic_dir
+from dualview.io.folder import atomic_dir, staging_dir
 from dualview.models import unpadded
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import add_lora, configure_tokenizer, export_backbone, save_adapter
@@ -179,7 +178,7 @@ class BiEncoder(nn.Module):
 
         path = Path(path)
         cfg = self.config
-        with tempfile.TemporaryDirectory(prefix="dualview-save-") as tmp:
+        with staging_dir(path) as tmp:
             export_backbone(self.backbone).save_pretrained(tmp)  # LoRA: merged copy
             self.tokenizer.save_pretrained(tmp)
             remote = {"trust_remote_code": True} if cfg.trust_remote_code else {}

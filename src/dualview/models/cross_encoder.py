@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from dualview.data.formats.common import join_query_instruction
 from dualview.errors import ConfigError
 from dualview.io.atomic import atomic_write_text
 from dualview.io.files import read_json_file
-from dualview.io.folder import atomic_dir
+from dualview.io.folder import atomic_dir, staging_dir
 from dualview.models.config import ModelConfig
 from dualview.models.decoder import export_backbone
 from dualview.models.fingerprint import update_with_weights
@@ -155,7 +154,7 @@ class CrossEncoderReranker(nn.Module):
         from sentence_transformers import CrossEncoder
 
         folder = Path(folder)
-        with tempfile.TemporaryDirectory(prefix="dualview-save-") as tmp:
+        with staging_dir(folder) as tmp:
             export_backbone(self.backbone).save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             remote = {"trust_remote_code": True} if self.config.trust_remote_code else {}
