@@ -173,3 +173,35 @@ def test_a_killed_model_save_leaves_nothing_in_tmp_and_the_next_save_cleans_up(
     BiEncoder(ModelConfig(name_or_path=str(tiny))).save(out)
     assert _leftovers(tmp_path, "out") == []
     assert _tree(out) == before
+
+
+def test_a_full_disk_while_safetensors_writes_a_model_is_one_clear_error(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """safetensors reports a full disk as its own Rust error, not an OSError: the save still
+    ends in `PATH: write: no space left ...` with the previous folder whole and nothing left."""
+    import transformers.modeling_utils as modeling_utils
+    from safetensors import SafetensorError
+
+    from dualview.models.bi_encoder import BiEncoder
+    from dualview.models.config import ModelConfig
+    from tests.train_tiny import make_tiny_encoder
+
+    model = BiEncoder(ModelConfig(name_or_path=str(make_tiny_encoder(tmp_path / "tiny"))))
+    out = tmp_path / "out"
+    before = _previous(out)
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError(
+            "Error while serializing: I/O error: No space left on device (os error 28)"
+        )
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", full_disk)
+    with pytest.raises(DataError) as caught:
+        model.save(out)
+    assert (
+        str(caught.value)
+        == f"{out}: write: no space left on the device; the previous file is unchanged"
+    )
+    assert _tree(out) == before
+    assert _leftovers(tmp_path, "out") == []

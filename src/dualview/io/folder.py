@@ -25,13 +25,14 @@ import ctypes
 import errno
 import glob
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dualview.errors import write_error
+from dualview.errors import DualviewError, write_error
 from dualview.io.atomic import fsync_path
 from dualview.io.faults import fault_point
 
@@ -39,6 +40,7 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM}
 _STAGING = ".staging"
+_NATIVE_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 @contextmanager
@@ -60,11 +62,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         _fsync_tree(tmp)
         fault_point(f"replace {path.name}/")
         _swap_in(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         _remove(tmp)
-        raise write_error(path, exc) from None
-    except BaseException:
-        _remove(tmp)
+        _raise_as_write_error(path, exc)
         raise
 
 
@@ -85,10 +85,24 @@ def staging_dir(path: str | Path) -> Iterator[Path]:
         raise write_error(path, exc) from None
     try:
         yield tmp
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    except BaseException as exc:
+        _raise_as_write_error(path, exc)
+        raise
     finally:
         _remove(tmp)
+
+
+def _raise_as_write_error(path: Path, exc: BaseException) -> None:
+    """Raise the `write_error` of ``path`` when ``exc`` is a failed write: an `OSError`, or
+    a native library's error that carries one only in its message (safetensors' Rust
+    ``SafetensorError: ... I/O error: No space left on device (os error 28)``, what a full
+    disk gives while a model is saved). Any other exception: return."""
+    if isinstance(exc, OSError):
+        raise write_error(path, exc) from None
+    found = None if isinstance(exc, DualviewError) else _NATIVE_OS_ERROR.search(str(exc))
+    if found:
+        code = int(found.group(1))
+        raise write_error(path, OSError(code, os.strerror(code))) from None
 
 
 def _aside(path: Path) -> Path:
