@@ -7,11 +7,11 @@
 # env:   GGUF     the carried Qwen2.5-Coder-0.5B-Instruct GGUF (checked against the pinned sha256
 #                 and put into the cache as embedded:qwen2.5-coder-0.5b); unset: the cache's own
 #        MINILM   the first stage: a MiniLM folder (the carried one) or embedded:minilm (default)
-#        SEEDS    "1 2 3"; STEPS 100; TOPK 20; MSLIMIT 500 (MS MARCO queries)
+#        SEEDS    "1 2 3"; STEPS 100; TOPK 20; MSLIMIT 200 (MS MARCO queries)
 #        LIMIT    --limit N for every `dualview eval` (a CPU rehearsal only; unset on the GPU)
 #        EXTRA    more --set arguments for every `dualview run` (a CPU rehearsal's budget)
-# Everything lands in OUT/h37G.tar.gz (reports, chosen weights, logs, timings): a GPU call
-# returns at most 8 files.
+# Everything lands in OUT/h37G.tar.gz (reports, chosen weights, logs, timings, each seed's
+# evaluation folders with the per-query values): a GPU call returns at most 8 files.
 set -euo pipefail
 OUT=$(realpath "$1")
 HERE=$(dirname "$(realpath "$0")")
@@ -20,7 +20,7 @@ PY=$(command -v "${PY:-python3}")
 SEEDS=${SEEDS:-1 2 3}
 STEPS=${STEPS:-100}
 TOPK=${TOPK:-20}
-MSLIMIT=${MSLIMIT:-500}
+MSLIMIT=${MSLIMIT:-200}
 MINILM=${MINILM:-embedded:minilm}
 LIM=${LIMIT:+--limit $LIMIT}
 WORK=${WORK:-runs/h37G}
@@ -95,40 +95,57 @@ $PY "$HERE/choose.py" "$F" "$WORK/chosen_weights.json" $VALS | tee -a "$LOG/timi
 WO=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['orig']['weight'])" "$WORK/chosen_weights.json")
 WV=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['DV']['weight'])" "$WORK/chosen_weights.json")
 
-# 4. the report sets, at the chosen weights and at 1 only
+# 4. the report sets, at the chosen weights and at 1 only: the gold sets first, reported and
+# packed before MS MARCO starts, so that a call cut at its time limit still returns them
 weights() { printf '%s\n' "$@" | sort -u | sed 's/^/--interpolate /' | tr '\n' ' '; }
 TESTW=$(weights "$WO" "$WV" 1.0)
 MSW=$(weights "$WO" "$WV")
-for s in $SEEDS; do
-  # shellcheck disable=SC2086
-  evaluate "$s" test -b "$GOLD" -b phenomena $TESTW &
-  PIDS+=($!)
-  # shellcheck disable=SC2086
-  evaluate "$s" msmarco -b "$MS" --limit "${LIMIT:-$MSLIMIT}" $MSW &
-  PIDS+=($!)
-done
-settle "report sets"
-say "report sets done"
-
-# 5. reports: seeds pooled by query; Holm over each arm against the first stage and DV against orig
 C="--compare orig~$WO@$F:$F --compare DV~$WV@$F:$F --compare DV~$WV@$F:orig~$WO@$F"
 dirs() { for s in $SEEDS; do printf '%s ' "$WORK/s$s/$1"; done; }
 R="$WORK/reports"
 SEEDFLAG=""; [ "$(wc -w <<<"$SEEDS")" -gt 1 ] && SEEDFLAG=--seeds
-# shellcheck disable=SC2046,SC2086
-{
-  $PY -m dualview report $(dirs val) $SEEDFLAG -o "$R/val" --compare none --flips none
-  $PY -m dualview report $(dirs test) $SEEDFLAG -o "$R/test" $C --flips "DV~$WV@$F:orig~$WO@$F" \
-    --metrics "paired p-MRR,paired nDCG@10,paired pairwise,phenomena p-MRR,phenomena nDCG@10"
-  $PY -m dualview report $(dirs msmarco) $SEEDFLAG -o "$R/msmarco" $C --flips none \
-    --metrics "beir nDCG@10"
-} >"$LOG/report.log" 2>&1
-say "reports done"
 cp "$WORK/chosen_weights.json" "$R/"
+pack() {  # everything so far, with each seed's evaluation folders (the per-query values)
+  local parts="reports logs" s set
+  for s in $SEEDS; do
+    for set in val test msmarco; do [ -d "$WORK/s$s/$set" ] && parts="$parts s$s/$set"; done
+  done
+  # shellcheck disable=SC2086
+  tar czf "$OUT/.h37G.tar.gz" -C "$WORK" $parts && mv "$OUT/.h37G.tar.gz" "$OUT/h37G.tar.gz"
+}
+# shellcheck disable=SC2086
+$PY -m dualview report $(dirs val) $SEEDFLAG -o "$R/val" --compare none --flips none \
+  >"$LOG/report.log" 2>&1
+pack
+
+for s in $SEEDS; do
+  # shellcheck disable=SC2086
+  evaluate "$s" test -b "$GOLD" -b phenomena $TESTW &
+  PIDS+=($!)
+done
+settle "gold test and phenomena"
+say "gold test and phenomena done"
+# shellcheck disable=SC2086
+$PY -m dualview report $(dirs test) $SEEDFLAG -o "$R/test" $C --flips "DV~$WV@$F:orig~$WO@$F" \
+  --metrics "paired p-MRR,paired nDCG@10,paired pairwise,phenomena p-MRR,phenomena nDCG@10" \
+  >>"$LOG/report.log" 2>&1
+pack
+
+for s in $SEEDS; do
+  # shellcheck disable=SC2086
+  evaluate "$s" msmarco -b "$MS" --limit "${LIMIT:-$MSLIMIT}" $MSW &
+  PIDS+=($!)
+done
+settle "MS MARCO"
+say "MS MARCO done"
+# shellcheck disable=SC2086
+$PY -m dualview report $(dirs msmarco) $SEEDFLAG -o "$R/msmarco" $C --flips none \
+  --metrics "beir nDCG@10" >>"$LOG/report.log" 2>&1
 for s in $SEEDS; do
   for arm in orig dv; do
     cp "$WORK"/h37G-$arm-s$s/train-*/.done.json "$LOG/train-$arm-s$s.done.json" 2>/dev/null || true
   done
 done
-tar czf "$OUT/h37G.tar.gz" -C "$WORK" reports logs
-cat "$R/test/report.md" | head -40
+say "reports done"
+pack
+head -40 "$R/test/report.md"
