@@ -39,7 +39,8 @@ from dualview.io.faults import fault_point
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM}
-_STAGING = ".staging"
+_TMPDIR = ".tmpdir"  # atomic_dir's folder, swapped in
+_STAGING = ".staging"  # staging_dir's folder, removed on exit
 _NATIVE_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
@@ -54,7 +55,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _recover(path)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmpdir", dir=path.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TMPDIR, dir=path.parent))
     except OSError as exc:
         raise write_error(path, exc) from None
     try:
@@ -78,8 +79,7 @@ def staging_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.*{_STAGING}"):
-            _remove(stale)
+        _remove_leftovers(path, _STAGING)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING, dir=path.parent))
     except OSError as exc:
         raise write_error(path, exc) from None
@@ -111,14 +111,19 @@ def _aside(path: Path) -> Path:
 
 def _recover(path: Path) -> None:
     """Undo what a killed writer of ``path`` left: its temporaries and a folder set aside."""
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmpdir"):
-        _remove(stale)
+    _remove_leftovers(path, _TMPDIR)
     aside = _aside(path)
     if aside.exists():
         if path.exists():
             _remove(aside)
         else:
             os.rename(aside, path)
+
+
+def _remove_leftovers(path: Path, suffix: str) -> None:
+    """Remove what killed writers of ``path`` left beside it: ``.NAME.*SUFFIX``."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*{suffix}"):
+        _remove(stale)
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
