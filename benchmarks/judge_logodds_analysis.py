@@ -1,21 +1,30 @@
-"""What the log-odds judge's scores say beyond its verdicts (issue 36 item 2).
+"""What a comparing judge's scores say beyond its verdicts (issue 36 item 2).
 
-Reads a ``dualview bench-synth ... --set verify.scoring=logodds --set judge_only=true`` run
-folder (its judge cache holds every passage's score, in both orders, as the raw answers) and
-the gold split, and writes one JSON file with, per model:
+Reads ``dualview bench-synth ... --set judge_only=true`` run folders of the judges that
+compare scores, ``verify.scoring=logodds`` (a score per passage: its judge cache holds every
+passage's score, in both orders, as the raw answers) or ``verify.scoring=pairwise`` (a
+preference between P+ and N* shown together, in both orders), and the gold split, and writes
+one JSON file with, per run (the score difference d is s(N*) - s(P+) for ``logodds`` and the
+preference for N* over P+ for ``pairwise``):
 
 - the verdicts at offset 0 (the judge's own rule: the intended passage must outscore the
   other) recomputed from the scores, as a check against the run's counts;
 - the **instruction sensitivity**: the share of gold pairs where the reversal moves the score
   difference d = s(N*) - s(P+) towards N* (d under the reversal > d under the original),
   whatever the judge's bias;
-- the **position effect**: the mean score of a passage shown first minus shown second;
+- the **position effect**: ``logodds``: the mean score of a passage shown first minus shown
+  second; ``pairwise``: the mean log-odds of ``1`` against ``2`` over both orders (how much
+  the judge prefers whichever passage stands first);
 - a **calibrated offset** b (N* wins when d > b), chosen by 2-fold cross-fitting over the
   domains (b is chosen on the domains of one fold and applied to the other; sorted domain
   names alternate between folds), so no reported verdict was made with an offset chosen on
-  it: balanced accuracy with its Wilson 95% interval.
+  it: balanced accuracy with its Wilson 95% interval;
+
+and, for each ``--compare A:B``, the two judges' comparisons at offset 0 on the gold pairs
+both ran, paired: how many each got right alone, and the exact McNemar p-value.
 
 Usage: python benchmarks/judge_logodds_analysis.py OUT.json NAME=RUN_FOLDER [NAME=RUN_FOLDER ...]
+       [--compare NAME:NAME ...]
 """
 
 from __future__ import annotations
@@ -29,19 +38,53 @@ from typing import Any
 
 from dualview.data.gold import GOLD_DIR, load_gold
 from dualview.data.gold_pairs import gold_pairs
-from dualview.proportions import wilson_interval
+from dualview.proportions import mcnemar_exact, wilson_interval
+
+
+def _cached(run: Path) -> list[tuple[Any, Any, list[float]]]:
+    """(orig, dv, raw scores) per judged gold pair, from the run's judge cache."""
+    pairs = {orig.id: (orig, dv) for orig, dv in gold_pairs(load_gold("train", GOLD_DIR))}
+    found = []
+    for line in (run / "judge" / "gold_pointwise.jsonl.cache.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        found.append((*pairs[entry["unit"]], [float(x) for x in entry["outcome"]["raw"]]))
+    return found
+
+
+def scoring_of(run: Path) -> str:
+    """The judge's scoring, from the run's report."""
+    report = json.loads((run / "bench.json").read_text())
+    return str(report["judge"]["scoring"])
 
 
 def pair_scores(run: Path) -> dict[str, dict[str, Any]]:
-    """Per gold pair (orig id): domain and the mean score of P+ and N* under each instruction,
-    read from the judge cache (raw answers: the orig scenario's two passages sorted by id,
-    each in both orders, then the reversal's)."""
-    pairs = {orig.id: (orig, dv) for orig, dv in gold_pairs(load_gold("train", GOLD_DIR))}
+    """Per gold pair (orig id): domain, d under each instruction and the position effect."""
+    if scoring_of(run) == "pairwise":
+        return pairwise_scores(run)
+    return logodds_scores(run)
+
+
+def pairwise_scores(run: Path) -> dict[str, dict[str, Any]]:
+    """The pairwise judge's raw answers per pair: under the original (intended P+) the
+    log-odds of 1 with P+ first, then with N* first; then under the reversal (intended N*)
+    with N* first, then with P+ first."""
     found: dict[str, dict[str, Any]] = {}
-    for line in (run / "judge" / "gold_pointwise.jsonl.cache.jsonl").read_text().splitlines():
-        entry = json.loads(line)
-        raw = [float(x) for x in entry["outcome"]["raw"]]
-        orig, dv = pairs[entry["unit"]]
+    for orig, _, raw in _cached(run):
+        found[orig.id] = {
+            "domain": str(orig.meta.get("domain")),
+            "d_orig": (raw[1] - raw[0]) / 2,
+            "d_rev": (raw[2] - raw[3]) / 2,
+            "position": fmean(raw),
+        }
+    return found
+
+
+def logodds_scores(run: Path) -> dict[str, dict[str, Any]]:
+    """Per gold pair: the mean score of P+ and N* under each instruction, from the raw
+    answers (the orig scenario's two passages sorted by id, each in both orders, then the
+    reversal's)."""
+    found: dict[str, dict[str, Any]] = {}
+    for orig, dv, raw in _cached(run):
         p_plus, n_star = orig.positives[0].id, dv.positives[0].id
         ids = sorted([p_plus, n_star])
         score = {
@@ -106,6 +149,26 @@ def analyse(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def compare(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]]) -> dict:
+    """Two judges' comparisons at offset 0 on the pairs both judged, paired (McNemar)."""
+    shared = sorted(first.keys() & second.keys())
+
+    def right(rows: dict[str, dict[str, Any]]) -> list[bool]:
+        return [rows[k]["d_rev"] > 0 for k in shared] + [rows[k]["d_orig"] < 0 for k in shared]
+
+    a, b = right(first), right(second)
+    only_first = sum(x and not y for x, y in zip(a, b, strict=True))
+    only_second = sum(y and not x for x, y in zip(a, b, strict=True))
+    return {
+        "pairs": len(shared),
+        "first": proportion(sum(a), len(a)),
+        "second": proportion(sum(b), len(b)),
+        "only_first_right": only_first,
+        "only_second_right": only_second,
+        "mcnemar_p": round(mcnemar_exact(only_first, only_second), 6),
+    }
+
+
 def _cell(p: dict[str, Any]) -> str:
     low, high = p["ci95"]
     return (
@@ -133,11 +196,49 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def comparison_markdown(comparisons: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| judges (first vs second) | gold pairs | first, offset 0 | second, offset 0 "
+        "| right by the first alone / the second alone | McNemar p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, c in comparisons.items():
+        lines.append(
+            f"| {name} | {c['pairs']} | {_cell(c['first'])} | {_cell(c['second'])} "
+            f"| {c['only_first_right']} / {c['only_second_right']} | {c['mcnemar_p']:.3g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def check_against_run(name: str, run: Path, result: dict[str, Any]) -> None:
+    """The verdicts recomputed from the scores must be the run's own counts."""
+    judge = json.loads((run / "bench.json").read_text())["judge"]
+    ours = result["offset_0"]
+    expected = (judge["gold_positive"]["correct"], judge["gold_negative"]["correct"])
+    found = (ours["reversal_n_star_wins"]["correct"], ours["original_p_plus_wins"]["correct"])
+    if found != expected:
+        raise SystemExit(f"{name}: verdicts from the scores {found} differ from {run}'s {expected}")
+
+
 def main(argv: list[str]) -> None:
+    pairs = (
+        [a.split(":", 1) for a in argv[argv.index("--compare") + 1 :]]
+        if "--compare" in argv
+        else []
+    )
+    argv = argv[: argv.index("--compare")] if "--compare" in argv else argv
     out, runs = Path(argv[0]), [a.split("=", 1) for a in argv[1:]]
-    result = {name: analyse(pair_scores(Path(folder))) for name, folder in runs}
+    scores = {name: pair_scores(Path(folder)) for name, folder in runs}
+    result: dict[str, Any] = {name: analyse(rows) for name, rows in scores.items()}
+    for name, folder in runs:
+        check_against_run(name, Path(folder), result[name])
+    comparisons = {f"{a} vs {b}": compare(scores[a], scores[b]) for a, b in pairs}
+    if comparisons:
+        result["comparisons"] = comparisons
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(markdown(result))
+    print(markdown({k: v for k, v in result.items() if k != "comparisons"}))
+    if comparisons:
+        print(comparison_markdown(comparisons))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,12 @@ from dualview.synth.verify import VerifyConfig, VerifyTask
 
 # Rejection reasons that mean the answer did not follow the reply format at all.
 FORMAT_FAILURES = ("no_answer", "multiple_answers", "malformed")
+#: Judges that compare scores of the key passages (no verdict per passage), each with how
+#: its table names the comparison.
+COMPARING_JUDGES = {
+    "logodds": "log-odds of yes per passage, both orders, compared",
+    "pairwise": "log-odds of passage 1 against 2, both orders",
+}
 
 
 class BenchConfig(StrictModel):
@@ -352,11 +358,11 @@ def pointwise_judge(stats: JobStats, out: Path) -> dict[str, Any]:
     }
 
 
-def logodds_judge(stats: JobStats, out: Path) -> dict[str, Any]:
-    """The log-odds judge's check (`dualview.synth.verify`): gold positive = N* outscores P+
-    under the gold reversal; gold negative = N* does not outscore P+ under the original
-    instruction (the original-as-reversal control), i.e. P+ wins there. ``units`` counts
-    scenarios, one of each per gold pair."""
+def logodds_judge(stats: JobStats, out: Path, scoring: str = "logodds") -> dict[str, Any]:
+    """The check of a judge that compares scores (`dualview.synth.verify`'s ``logodds`` and
+    ``pairwise``): gold positive = N* wins over P+ under the gold reversal; gold negative =
+    N* does not win under the original instruction (the original-as-reversal control), i.e.
+    P+ wins there. ``units`` counts scenarios, one of each per gold pair."""
     counts = stats.counts
     common = {"unparsable_judgements": 0, "failed_unit_answers": failed_answers(out), **cost(stats)}
     checks = {
@@ -366,7 +372,7 @@ def logodds_judge(stats: JobStats, out: Path) -> dict[str, Any]:
     positive = {"units": checks["dv"]["n"], **checks["dv"], **common}
     negative = {"units": checks["orig"]["n"], **checks["orig"], **common}
     return {
-        "scoring": "logodds",
+        "scoring": scoring,
         "gold_positive": positive,
         "gold_negative": negative,
         **balanced(positive, negative),
@@ -454,8 +460,8 @@ class SynthBench:
         out = self.out / "judge" / "gold_pointwise.jsonl"
         verify = VerifyTask(self.config.verify)
         gold = self._run(verify, self.judge, self.config.judge_sampling, inputs["key_pairs"], out)
-        if self.config.verify.scoring == "logodds":
-            return logodds_judge(gold, out)
+        if self.config.verify.scoring in COMPARING_JUDGES:
+            return logodds_judge(gold, out, self.config.verify.scoring)
         return pointwise_judge(gold, out)
 
     def _candidate_params(self, index: int) -> SamplingParams:
@@ -673,7 +679,7 @@ def _trust_line(report: dict[str, Any]) -> list[str]:
 
 
 def _logodds_lines(judge: dict[str, Any]) -> list[str]:
-    """The log-odds judge's check: one comparison per instruction and gold pair."""
+    """A comparing judge's check: one comparison per instruction and gold pair."""
     pos, neg = judge["gold_positive"], judge["gold_negative"]
     rows = [
         ("N* outscores P+ under the gold reversal", pos),
@@ -681,7 +687,7 @@ def _logodds_lines(judge: dict[str, Any]) -> list[str]:
     ]
     units = judge["gold_units_passed"]
     return [
-        "| judge check (log-odds of yes per passage, both orders, compared) | comparisons "
+        f"| judge check ({COMPARING_JUDGES[judge['scoring']]}) | comparisons "
         "| accuracy [Wilson 95%] |",
         "|---|---|---|",
         *(f"| {name} | {c['n']} | {_pct(c['accuracy'])}{_ci(c['ci95'])} |" for name, c in rows),
@@ -697,7 +703,7 @@ def _logodds_lines(judge: dict[str, Any]) -> list[str]:
 
 
 def _judge_lines(judge: dict[str, Any]) -> list[str]:
-    if judge.get("scoring") == "logodds":
+    if judge.get("scoring") in COMPARING_JUDGES:
         return _logodds_lines(judge)
     pos, neg = judge["gold_positive"], judge["gold_negative"]
     if judge.get("scoring") == "pointwise":

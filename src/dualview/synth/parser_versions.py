@@ -57,10 +57,12 @@ PINNED: dict[str, dict[str, int]] = {
         "433819ef0e8a395a00928c27f56b445bdbb2b058a2b52b62310139277419eafb": 4,
     },
     # 2: a bare [k] reply is accepted (the second digest of 2: both pointwise judges build
-    # their two prompts through one helper; the same prompts and verdicts, so the same keys)
+    # their two prompts through one helper; the same prompts and verdicts, so the same keys;
+    # the third adds the pairwise judge, a new scoring whose key differs anyway)
     "dualview.synth.verify.VerifyTask": {
         "82888f4145844b8733ec93cbc245814e2d709ab47eb0304768fe261ea430199d": 2,
         "da3fcfeb5360ae02c3b8690c680feeb752317e621986f188bc1c2aa79b0d3dc9": 2,
+        "228bafe20470dd5ed6b00f1fd28af4d4be8686ebca1ccc58db1f976a13c86880": 2,
     },
     # 2: echo checks ignore punctuation
     "dualview.synth.poison.PoisonTask": {

@@ -33,6 +33,15 @@ Two ways to judge (``VerifyConfig.scoring``):
   threshold: a judge that scores by topic alone gets one of the two scenarios right. The
   unit's counts are the scenarios' passes (``passed_<role>`` of ``judged_<role>``).
 
+- ``pairwise``: the judge sees two candidate passages side by side under the scenario's
+  instruction and its preference is the log-odds of ``1`` against ``2`` as its reply's first
+  word (one prompt pass each), the mean over both orders of the two passages (the intended
+  one first, then second, its sign turned), so a preference for a position cancels out. A
+  scenario passes when its intended passage is preferred to every other candidate; counts as
+  for ``logodds``. Against ``logodds`` the judge compares the two passages it must tell
+  apart instead of scoring each against an absolute "yes", at the same number of prompt
+  tokens per gold pair (4 prompts of two passages against 8 of one).
+
 ``constrained: true`` makes the engine follow the reply format (a regular expression; see
 `dualview.synth.backends.base.SamplingParams.regex`), so no judgement is unparsable.
 """
@@ -62,6 +71,15 @@ YES_NO_REGEX = r"<answer>(yes|no)</answer>"
 # The log-odds judge: the reply's start, and the answers whose log-odds is a passage's score.
 ANSWER_PREFIX = "<answer>"
 YES_NO_ANSWERS = ("yes", "no")
+# The pairwise judge: the answers whose log-odds is the preference for the first passage.
+FIRST_SECOND_ANSWERS = ("1", "2")
+# The prompt template of each way to judge.
+TEMPLATES = {
+    "choice": "verify",
+    "pointwise": "verify_pointwise",
+    "logodds": "verify_pointwise",
+    "pairwise": "verify_pairwise",
+}
 
 
 def choice_regex(n_choices: int) -> str:
@@ -80,8 +98,9 @@ class VerifyConfig(StrictModel):
     max_passage_chars: int = 1000
     # How the judge decides (see the module docstring): pick an index among the candidates,
     # a yes/no per passage in both orders (no position bias by construction), or the log-odds
-    # of yes per passage in both orders, compared between the passages (no threshold either).
-    scoring: Literal["choice", "pointwise", "logodds"] = "choice"
+    # of yes per passage in both orders, compared between the passages (no threshold either),
+    # or the preference between two passages shown together, in both orders.
+    scoring: Literal["choice", "pointwise", "logodds", "pairwise"] = "choice"
     # Constrain the judge's reply to its format (engines that support it).
     constrained: bool = False
 
@@ -223,8 +242,7 @@ class VerifyTask(TemplateTask):
 
     def __init__(self, config: VerifyConfig | None = None) -> None:
         self.config = config or VerifyConfig()
-        name = "verify" if self.config.scoring == "choice" else "verify_pointwise"
-        self.template = load_template(name, self.config.template)
+        self.template = load_template(TEMPLATES[self.config.scoring], self.config.template)
         self.pool = (
             load_distractor_pool(self.config.distractor_file) if self.config.distractor_file else []
         )
@@ -349,6 +367,52 @@ class VerifyTask(TemplateTask):
             f"(log-odds {scores[rival]:.3f} vs {mine:.3f})"
         )
 
+    async def _preference(
+        self,
+        scenario: Scenario,
+        pair: tuple[Document, Document],
+        llm: LLM,
+        scored: dict[str, float],
+    ) -> float:
+        """How much the judge prefers ``pair[0]`` to ``pair[1]`` under ``scenario``: the
+        log-odds of ``1`` against ``2`` with ``pair[0]`` shown first, and minus that with it
+        shown second, averaged (a preference for a position cancels out); ``scored``
+        remembers scores by prompt."""
+        margins = []
+        for sign, (first, second) in ((1.0, pair), (-1.0, pair[::-1])):
+            prompt = self.template.render(
+                query=scenario.query,
+                instruction=scenario.instruction,
+                first=truncate(first.text, self.config.max_passage_chars),
+                second=truncate(second.text, self.config.max_passage_chars),
+            )
+            if prompt not in scored:
+                scored[prompt] = await llm.logodds(prompt, ANSWER_PREFIX, FIRST_SECOND_ANSWERS)
+            margins.append(sign * scored[prompt])
+        return sum(margins) / len(margins)
+
+    async def _judge_pairwise(
+        self, unit: list[Record], index: int, scenario: Scenario, llm: LLM, scored: dict[str, float]
+    ) -> str:
+        """'' when the judge prefers the intended passage to every other candidate, each
+        compared with it in both orders (see the module docstring); else the rival it
+        preferred most, with the preference."""
+        choices = sorted(self._choices(unit, index), key=lambda d: d.id)
+        intended = next(d for d in choices if d.id == scenario.intended)
+        worst: tuple[float, str] | None = None
+        for rival in choices:
+            if rival.id == scenario.intended:
+                continue
+            preference = await self._preference(scenario, (intended, rival), llm, scored)
+            if preference <= 0 and (worst is None or preference < worst[0]):
+                worst = (preference, rival.id)
+        if worst is None:
+            return ""
+        return (
+            f"{scenario.role}: {worst[1]} preferred to the intended {scenario.intended} "
+            f"(preference for the intended {worst[0]:.3f})"
+        )
+
     async def run(self, unit: list[Record], llm: LLM) -> Outcome:
         todo = scenarios(unit)
         counts: Counter[str] = Counter()
@@ -360,6 +424,8 @@ class VerifyTask(TemplateTask):
                 problem = await self._judge_pointwise(unit, index, todo, llm, counts, asked)
             elif self.config.scoring == "logodds":
                 problem = await self._judge_logodds(unit, index, scenario, llm, scored)
+            elif self.config.scoring == "pairwise":
+                problem = await self._judge_pairwise(unit, index, scenario, llm, scored)
             else:
                 problem = await self._judge(unit, index, scenario, llm)
                 counts["unparsable"] += int("unparsable" in problem)
