@@ -23,11 +23,22 @@ the key's kind as the stratum and the expected verdict of the controls, so that
 JSONL of ``{"item": 7, "label": "reversal" | "near_copy" | "other", "note": "..."}``, or the
 page's verdict file (``item-NN`` ids, ``valid``/``invalid``).
 
+``judge-input`` rebuilds the kit's items from the key as judge units, whole passages (not
+cut): each a dv record alone, the candidate as its instruction with N* its positive and P+ its
+instruction negative, carrying the original instruction, so ``dualview verify`` judges both
+scenarios (N* must win under the candidate, P+ under the original). ``judge-score`` joins
+the verify run's kept and dropped items with the reviewer's labels: how often the judge
+accepts each kind of item, and the share of real reversals among the LLM items it accepts
+(Wilson 95%), which is what a judge filtering a writer's output is for.
+
 Usage:
   python benchmarks/writer_review_kit.py build ACCEPTED.jsonl KIT KEY [--seed 0] [--llm 40]
       [--gold 10] [--control 10] [--chars 600]
   python benchmarks/writer_review_kit.py score LABELS KEY/key.jsonl SCORED.jsonl
       [--reviewer NAME]
+  python benchmarks/writer_review_kit.py judge-input KEY UNITS.jsonl
+  python benchmarks/writer_review_kit.py judge-score LABELS KEY/key.jsonl VERIFY_OUT.jsonl
+      RESULT.json
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
 from dualview.io.paths import check_outputs
+from dualview.proportions import wilson_interval
 from dualview.review.sample import stratified_sample
 from dualview.review.store import check_reviewer
 
@@ -108,6 +120,27 @@ def _pick(pool: list[GoldPair], n: int, seed: int) -> list[GoldPair]:
     return [pool[i] for i in sorted(picked)]
 
 
+def item_record(opaque: str, pair: GoldPair, candidate: str, chars: int | None) -> dict[str, Any]:
+    """One item as a dv record alone (see the module docstring), its passages cut to
+    ``chars`` (whole when None)."""
+    orig, dv = pair
+    p_plus, n_star = orig.positives[0], dv.positives[0]
+    if chars is not None:
+        p_plus = p_plus.model_copy(update={"text": cut(p_plus.text, chars)})
+        n_star = n_star.model_copy(update={"text": cut(n_star.text, chars)})
+    record = Record(
+        id=opaque,
+        parent_id=f"{opaque}-orig",
+        view="dv",
+        query=orig.query,
+        instruction=candidate,
+        positives=[n_star],
+        instruction_negatives=[p_plus],
+        meta={"orig_instruction": orig.instruction, "orig_positive_id": p_plus.id},
+    )
+    return record.model_dump(mode="json", exclude_none=True)
+
+
 def build(args: argparse.Namespace) -> None:
     pairs = {orig.id: (orig, dv) for orig, dv in gold_pairs(load_gold("train", args.gold_dir))}
     accepted = [r for r in iter_records(args.accepted) if r.view == "dv" and r.parent_id]
@@ -147,19 +180,7 @@ def build(args: argparse.Namespace) -> None:
             }
         )
         opaque = f"item-{number:02d}"
-        shown = {"p": p_plus.model_copy(update={"text": cut(p_plus.text, args.chars)})}
-        shown["n"] = n_star.model_copy(update={"text": cut(n_star.text, args.chars)})
-        record = Record(
-            id=opaque,
-            parent_id=f"{opaque}-orig",
-            view="dv",
-            query=orig.query,
-            instruction=candidate,
-            positives=[shown["n"]],
-            instruction_negatives=[shown["p"]],
-            meta={"orig_instruction": orig.instruction, "orig_positive_id": p_plus.id},
-        )
-        records.append(record.model_dump(mode="json", exclude_none=True))
+        records.append(item_record(opaque, (orig, dv), candidate, args.chars))
         key.append(
             {
                 "item": number,
@@ -242,6 +263,62 @@ def score(args: argparse.Namespace) -> None:
     print(f"{len(scored)} verdicts -> {args.out}; unlabelled items: {missing or 'none'}")
 
 
+def judge_input(args: argparse.Namespace) -> None:
+    """The kit's items as judge units, rebuilt from KEY (key.jsonl, kit.json)."""
+    meta = json.loads((args.key / "kit.json").read_text(encoding="utf-8"))
+    accepted = {r.id: r for r in iter_records(Path(meta["accepted"]))}
+    pairs = {orig.id: (orig, dv) for orig, dv in gold_pairs(load_gold("train", GOLD_DIR))}
+    by_instance = {str(o.meta.get("instance")): (o, dv) for o, dv in pairs.values()}
+    units = []
+    for line in (args.key / "key.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        orig, dv = by_instance[entry["instance"]]
+        if entry["kind"] == "llm":
+            candidate = accepted[entry["record_id"]].instruction
+        else:
+            candidate = dv.instruction if entry["kind"] == "gold_reversal" else orig.instruction
+        units.append(item_record(entry["review_id"], (orig, dv), candidate, None))
+    atomic_write_text(args.out, _jsonl(units))
+    print(f"{len(units)} judge units -> {args.out}")
+
+
+def _share(k: int, n: int) -> dict[str, Any]:
+    ci = [round(x, 4) for x in wilson_interval(k, n)] if n else None
+    return {"k": k, "n": n, "share": round(k / n, 4) if n else None, "ci95": ci}
+
+
+def judge_score(args: argparse.Namespace) -> None:
+    """How the judge's verdicts on the items meet the reviewer's labels (and the controls')."""
+    key = [json.loads(x) for x in args.key_file.read_text(encoding="utf-8").splitlines()]
+    labels = {
+        json.loads(x)["item"]: json.loads(x)["label"]
+        for x in args.labels.read_text(encoding="utf-8").splitlines()
+        if x.strip()
+    }
+    kept = {r.id for r in iter_records(args.verify_out)}
+    dropped_file = args.verify_out.with_suffix(".dropped.jsonl")
+    dropped = {json.loads(x)["unit"] for x in dropped_file.read_text().splitlines() if x.strip()}
+    missing = [e["review_id"] for e in key if e["review_id"] not in kept | dropped]
+    if missing:
+        raise DataError(args.verify_out, None, "unit", f"not judged: {', '.join(missing[:5])}")
+    groups: dict[str, list[bool]] = {}
+    for entry in key:
+        label = labels[entry["item"]] if entry["kind"] == "llm" else entry["kind"]
+        groups.setdefault(label, []).append(entry["review_id"] in kept)
+    accepted_llm = [labels[e["item"]] for e in key if e["kind"] == "llm" and e["review_id"] in kept]
+    result = {
+        "verify_out": str(args.verify_out),
+        "accepted_by_judge": {g: _share(sum(v), len(v)) for g, v in sorted(groups.items())},
+        "llm_accepted_real_reversals": _share(accepted_llm.count("reversal"), len(accepted_llm)),
+        "llm_real_reversals_without_judge": _share(
+            sum(labels[e["item"]] == "reversal" for e in key if e["kind"] == "llm"),
+            sum(e["kind"] == "llm" for e in key),
+        ),
+    }
+    atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,17 +337,31 @@ def main() -> None:
     s.add_argument("key_file", type=Path)
     s.add_argument("out", type=Path)
     s.add_argument("--reviewer", default="reviewer")
+    j = sub.add_parser("judge-input")
+    j.add_argument("key", type=Path)
+    j.add_argument("out", type=Path)
+    js = sub.add_parser("judge-score")
+    js.add_argument("labels", type=Path)
+    js.add_argument("key_file", type=Path)
+    js.add_argument("verify_out", type=Path)
+    js.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.command == "build" and args.kit.resolve() == args.key.resolve():
         parser.error("KIT and KEY must be different folders (the key stays hidden)")
     try:  # no output may be an input: a reader never writes what it reads
         if args.command == "build":
             check_outputs([args.kit, args.key], [args.accepted, args.gold_dir], replaced=False)
+        elif args.command == "judge-input":
+            check_outputs([args.out], [args.key])
+        elif args.command == "judge-score":
+            check_outputs([args.out], [args.labels, args.key_file, args.verify_out])
         else:
             check_outputs([args.out], [args.labels, args.key_file])
     except DataError as exc:
         parser.error(str(exc))
-    (build if args.command == "build" else score)(args)
+    commands = {"build": build, "score": score, "judge-input": judge_input}
+    commands["judge-score"] = judge_score
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
