@@ -296,8 +296,9 @@ def judge_score(args: argparse.Namespace) -> None:
         if x.strip()
     }
     kept = {r.id for r in iter_records(args.verify_out)}
-    dropped_file = args.verify_out.with_suffix(".dropped.jsonl")
-    dropped = {json.loads(x)["unit"] for x in dropped_file.read_text().splitlines() if x.strip()}
+    dropped_file = args.verify_out.with_name(args.verify_out.name + ".dropped.jsonl")
+    lines = [json.loads(x) for x in dropped_file.read_text().splitlines() if x.strip()]
+    dropped = {x["id"] for x in lines if x["status"] == "rejected"}  # errors: not judged
     missing = [e["review_id"] for e in key if e["review_id"] not in kept | dropped]
     if missing:
         raise DataError(args.verify_out, None, "unit", f"not judged: {', '.join(missing[:5])}")
