@@ -38,7 +38,8 @@ from typing import Any
 
 from dualview.data.gold import GOLD_DIR, load_gold
 from dualview.data.gold_pairs import gold_pairs
-from dualview.proportions import mcnemar_exact, wilson_interval
+from dualview.proportions import mcnemar_exact
+from dualview.synth.bench import proportion
 
 
 def _cached(run: Path) -> list[tuple[Any, Any, list[float]]]:
@@ -100,11 +101,6 @@ def logodds_scores(run: Path) -> dict[str, dict[str, Any]]:
             "position": fmean(first),
         }
     return found
-
-
-def proportion(k: int, n: int) -> dict[str, Any]:
-    ci = [round(x, 4) for x in wilson_interval(k, n)] if n else None
-    return {"correct": k, "n": n, "accuracy": round(k / n, 4) if n else None, "ci95": ci}
 
 
 def correct(rows: list[dict[str, Any]], offset: float) -> int:

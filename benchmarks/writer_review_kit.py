@@ -58,8 +58,8 @@ from dualview.data.schema import Document, Record
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
 from dualview.io.paths import check_outputs
-from dualview.proportions import wilson_interval
 from dualview.review.sample import stratified_sample
+from dualview.review.stats import proportion
 from dualview.review.store import check_reviewer
 
 LABELS = ("reversal", "near_copy", "other")
@@ -282,11 +282,6 @@ def judge_input(args: argparse.Namespace) -> None:
     print(f"{len(units)} judge units -> {args.out}")
 
 
-def _share(k: int, n: int) -> dict[str, Any]:
-    ci = [round(x, 4) for x in wilson_interval(k, n)] if n else None
-    return {"k": k, "n": n, "share": round(k / n, 4) if n else None, "ci95": ci}
-
-
 def judge_score(args: argparse.Namespace) -> None:
     """How the judge's verdicts on the items meet the reviewer's labels (and the controls')."""
     key = [json.loads(x) for x in args.key_file.read_text(encoding="utf-8").splitlines()]
@@ -309,9 +304,11 @@ def judge_score(args: argparse.Namespace) -> None:
     accepted_llm = [labels[e["item"]] for e in key if e["kind"] == "llm" and e["review_id"] in kept]
     result = {
         "verify_out": str(args.verify_out),
-        "accepted_by_judge": {g: _share(sum(v), len(v)) for g, v in sorted(groups.items())},
-        "llm_accepted_real_reversals": _share(accepted_llm.count("reversal"), len(accepted_llm)),
-        "llm_real_reversals_without_judge": _share(
+        "accepted_by_judge": {g: proportion(sum(v), len(v)) for g, v in sorted(groups.items())},
+        "llm_accepted_real_reversals": proportion(
+            accepted_llm.count("reversal"), len(accepted_llm)
+        ),
+        "llm_real_reversals_without_judge": proportion(
             sum(labels[e["item"]] == "reversal" for e in key if e["kind"] == "llm"),
             sum(e["kind"] == "llm" for e in key),
         ),
