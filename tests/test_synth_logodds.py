@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -49,20 +50,22 @@ def scripted_logodds(prompt: str) -> float:
 
 
 class ScriptedScorer:
-    """A `ChatBackend` that is also an `AnswerScorer`, recording what it was asked."""
+    """A `ChatBackend` that is also an `AnswerScorer` scoring each prompt with ``score``,
+    recording what it was asked."""
 
     identity = "scripted-scorer"
 
-    def __init__(self) -> None:
+    def __init__(self, score: Callable[[str], float] = scripted_logodds) -> None:
+        self.score = score
         self.asked: list[tuple[str, str, tuple[str, str]]] = []
 
     async def complete(self, messages, params) -> Completion:  # pragma: no cover - unused
-        raise AssertionError("the log-odds judge never generates")
+        raise AssertionError("a judge that scores answers never generates")
 
     async def score_answers(self, messages, prefix, answers) -> AnswerScore:
         prompt = messages[-1]["content"]
         self.asked.append((prompt, prefix, answers))
-        return AnswerScore(scripted_logodds(prompt), tokens_in=len(prompt) // 4, latency_s=0.5)
+        return AnswerScore(self.score(prompt), tokens_in=len(prompt) // 4, latency_s=0.5)
 
     async def aclose(self) -> None:
         pass
@@ -140,22 +143,27 @@ def test_the_scoring_enters_the_cache_key_only_when_set() -> None:
     assert logodds["template"] == pointwise["template"] != default["template"]
 
 
-def test_bench_checks_the_logodds_judge_with_a_wilson_interval(
-    tmp_path: Path,
-    gold_dir: Path,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    scorer = ScriptedScorer()
+def judge_bench(
+    scorer: ScriptedScorer, scoring: str, out: Path, gold: Path, monkeypatch
+) -> tuple[dict, str]:
+    """bench-synth's judge check with ``scorer`` as the judge: its report and bench.md."""
     monkeypatch.setattr(
         bench,
         "make_runner",
         lambda task, backend, params, config: Runner(task, scorer, params, config),
     )
-    config = bench.BenchConfig(
-        judge_only=True, gold_dir=gold_dir, verify=VerifyConfig(scoring="logodds", distractors=0)
-    )
-    report = bench.SynthBench(config, tmp_path / "o").run()
-    judge = report["judge"]
+    verify = VerifyConfig(scoring=scoring, distractors=0)
+    config = bench.BenchConfig(judge_only=True, gold_dir=gold, verify=verify)
+    report = bench.SynthBench(config, out).run()
+    return report["judge"], (out / "bench.md").read_text()
+
+
+def test_bench_checks_the_logodds_judge_with_a_wilson_interval(
+    tmp_path: Path,
+    gold_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge, table = judge_bench(ScriptedScorer(), "logodds", tmp_path / "o", gold_dir, monkeypatch)
     assert judge["scoring"] == "logodds"
     positive, negative = judge["gold_positive"], judge["gold_negative"]
     assert (positive["correct"], positive["n"]) == (5, 6)  # beta-001's reversal lost
@@ -163,7 +171,6 @@ def test_bench_checks_the_logodds_judge_with_a_wilson_interval(
     assert judge["balanced_accuracy"] == pytest.approx(11 / 12, abs=1e-4)
     assert judge["balanced_ci95"][0] < 0.75 and judge["trusted"] is False
     assert positive["seconds_per_record"] == pytest.approx(8 * 0.5)  # 8 prompts a pair
-    table = (tmp_path / "o" / "bench.md").read_text()
     assert "| N* outscores P+ under the gold reversal | 6 | 83% [44, 97] |" in table
     assert "| balanced (both) | 12 | 92% [65, 99] |" in table
 

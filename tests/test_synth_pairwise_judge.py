@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from dualview.synth import bench
-from dualview.synth.backends.base import AnswerScore, Completion, SamplingParams
-from dualview.synth.runner import Runner
+from dualview.synth.backends.base import SamplingParams
 from dualview.synth.task import LLM
 from dualview.synth.verify import VerifyConfig, VerifyTask
-from tests.test_synth_logodds import TOPIC_ONLY, a_pair, instance_of
+from tests.test_synth_logodds import (
+    TOPIC_ONLY,
+    ScriptedScorer,
+    a_pair,
+    instance_of,
+    judge_bench,
+)
 from tests.test_synth_pointwise import gold_dir  # noqa: F401  (fixture)
 
 POSITION_BIAS = 5.0  # the scripted judge's extra log-odds for whatever is passage 1
@@ -34,24 +38,8 @@ def scripted_preference(prompt: str) -> float:
     return POSITION_BIAS + (1.0 if first == wanted else -1.0)
 
 
-class PairScorer:
-    """A scorer of pairwise prompts, recording what it was asked."""
-
-    identity = "scripted-pair-scorer"
-
-    def __init__(self) -> None:
-        self.asked: list[tuple[str, str, tuple[str, str]]] = []
-
-    async def complete(self, messages, params) -> Completion:  # pragma: no cover - unused
-        raise AssertionError("the pairwise judge never generates")
-
-    async def score_answers(self, messages, prefix, answers) -> AnswerScore:
-        prompt = messages[-1]["content"]
-        self.asked.append((prompt, prefix, answers))
-        return AnswerScore(scripted_preference(prompt), tokens_in=len(prompt) // 4, latency_s=0.5)
-
-    async def aclose(self) -> None:
-        pass
+def pair_scorer() -> ScriptedScorer:
+    return ScriptedScorer(scripted_preference)
 
 
 def params() -> SamplingParams:
@@ -61,7 +49,7 @@ def params() -> SamplingParams:
 def test_the_pairwise_judge_compares_p_plus_and_n_star_in_both_orders(
     gold_dir: Path,  # noqa: F811
 ) -> None:
-    scorer = PairScorer()
+    scorer = pair_scorer()
     task = VerifyTask(VerifyConfig(scoring="pairwise", distractors=0))
     llm = LLM(scorer, params())
     right = llm.stamp(asyncio.run(task.run(a_pair(gold_dir, "alpha-001"), llm)))
@@ -84,7 +72,7 @@ def test_the_pairwise_judge_compares_p_plus_and_n_star_in_both_orders(
         topic.reason,
     )
     # The raw answers are the scores as text: a re-judged unit replays them, asking nothing.
-    replay = PairScorer()
+    replay = pair_scorer()
     again = asyncio.run(
         task.run(a_pair(gold_dir, "alpha-001"), LLM(replay, params(), replay=right.raw))
     )
@@ -103,21 +91,11 @@ def test_bench_checks_the_pairwise_judge_on_the_gold_pairs(
     gold_dir: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    scorer = PairScorer()
-    monkeypatch.setattr(
-        bench,
-        "make_runner",
-        lambda task, backend, params, config: Runner(task, scorer, params, config),
-    )
-    config = bench.BenchConfig(
-        judge_only=True, gold_dir=gold_dir, verify=VerifyConfig(scoring="pairwise", distractors=0)
-    )
-    judge = bench.SynthBench(config, tmp_path / "o").run()["judge"]
+    judge, table = judge_bench(pair_scorer(), "pairwise", tmp_path / "o", gold_dir, monkeypatch)
     assert judge["scoring"] == "pairwise"
     positive, negative = judge["gold_positive"], judge["gold_negative"]
     assert (positive["correct"], positive["n"]) == (5, 6)  # beta-001's reversal lost
     assert (negative["correct"], negative["n"]) == (6, 6)
     assert positive["seconds_per_record"] == pytest.approx(4 * 0.5)  # 4 prompts a pair
-    table = (tmp_path / "o" / "bench.md").read_text()
     assert "| judge check (log-odds of passage 1 against 2, both orders) |" in table
     assert "| N* outscores P+ under the gold reversal | 6 | 83% [44, 97] |" in table
