@@ -11,7 +11,7 @@ carries its original instruction in ``meta`` (written by ``reverse``) and adds t
 "original instruction -> original positive". A unit is kept only when every scenario picks its
 intended passage; swap accuracy is the kept share of units with two or more scenarios.
 
-Two ways to judge (``VerifyConfig.scoring``):
+Ways to judge (``VerifyConfig.scoring``):
 
 - ``choice`` (the default): one call per scenario shows the numbered candidates and asks for
   the index of the best one. Small models answer with a position (``[1]``) whatever the text.
