@@ -285,11 +285,10 @@ def judge_input(args: argparse.Namespace) -> None:
 def judge_score(args: argparse.Namespace) -> None:
     """How the judge's verdicts on the items meet the reviewer's labels (and the controls')."""
     key = [json.loads(x) for x in args.key_file.read_text(encoding="utf-8").splitlines()]
-    labels = {
-        json.loads(x)["item"]: json.loads(x)["label"]
-        for x in args.labels.read_text(encoding="utf-8").splitlines()
-        if x.strip()
-    }
+    rows = [
+        json.loads(x) for x in args.labels.read_text(encoding="utf-8").splitlines() if x.strip()
+    ]
+    labels = {row["item"]: row["label"] for row in rows}
     kept = {r.id for r in iter_records(args.verify_out)}
     dropped_file = args.verify_out.with_name(args.verify_out.name + ".dropped.jsonl")
     lines = [json.loads(x) for x in dropped_file.read_text().splitlines() if x.strip()]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from dualview.synth.backends.base import SamplingParams
 from dualview.synth.task import LLM
 from dualview.synth.verify import VerifyConfig, VerifyTask
 from tests.test_synth_logodds import (
@@ -19,6 +18,7 @@ from tests.test_synth_logodds import (
     a_pair,
     instance_of,
     judge_bench,
+    task_params,
 )
 from tests.test_synth_pointwise import gold_dir  # noqa: F401  (fixture)
 
@@ -42,16 +42,12 @@ def pair_scorer() -> ScriptedScorer:
     return ScriptedScorer(scripted_preference)
 
 
-def params() -> SamplingParams:
-    return SamplingParams(max_tokens=8)
-
-
 def test_the_pairwise_judge_compares_p_plus_and_n_star_in_both_orders(
     gold_dir: Path,  # noqa: F811
 ) -> None:
     scorer = pair_scorer()
     task = VerifyTask(VerifyConfig(scoring="pairwise", distractors=0))
-    llm = LLM(scorer, params())
+    llm = LLM(scorer, task_params())
     right = llm.stamp(asyncio.run(task.run(a_pair(gold_dir, "alpha-001"), llm)))
     # The position bias (+5 for passage 1) would make one order pick P+ under both
     # instructions; averaged over both orders it cancels and both scenarios pass.
@@ -64,7 +60,7 @@ def test_the_pairwise_judge_compares_p_plus_and_n_star_in_both_orders(
     firsts = [re.search(r"Passage 1: (.*)", p).group(1).strip() for p, _, _ in scorer.asked]
     assert sorted(firsts) == sorted([inst.positive.text, inst.n_star.text] * 2)
     # A judge that prefers P+ whatever the instruction fails the reversal, with its preference.
-    topic = asyncio.run(task.run(a_pair(gold_dir, "beta-001"), LLM(scorer, params())))
+    topic = asyncio.run(task.run(a_pair(gold_dir, "beta-001"), LLM(scorer, task_params())))
     assert topic.status == "rejected" and topic.counts["passed_orig"] == 1
     assert "passed_dv" not in topic.counts
     assert re.fullmatch(
@@ -74,7 +70,7 @@ def test_the_pairwise_judge_compares_p_plus_and_n_star_in_both_orders(
     # The raw answers are the scores as text: a re-judged unit replays them, asking nothing.
     replay = pair_scorer()
     again = asyncio.run(
-        task.run(a_pair(gold_dir, "alpha-001"), LLM(replay, params(), replay=right.raw))
+        task.run(a_pair(gold_dir, "alpha-001"), LLM(replay, task_params(), replay=right.raw))
     )
     assert again.status == "ok" and replay.asked == []
 
