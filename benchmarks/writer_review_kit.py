@@ -29,7 +29,9 @@ instruction negative, carrying the original instruction, so ``dualview verify`` 
 scenarios (N* must win under the candidate, P+ under the original). ``judge-score`` joins
 the verify run's kept and dropped items with the reviewer's labels: how often the judge
 accepts each kind of item, and the share of real reversals among the LLM items it accepts
-(Wilson 95%), which is what a judge filtering a writer's output is for.
+(Wilson 95%), which is what a judge filtering a writer's output is for. With
+``--by-record`` VERIFY_OUT is instead the verify stage of the ``dualview run`` whose writer
+output the kit was built from (its units are the gold originals; only the LLM items count).
 
 Usage:
   python benchmarks/writer_review_kit.py build ACCEPTED.jsonl KIT KEY [--seed 0] [--llm 40]
@@ -38,7 +40,7 @@ Usage:
       [--reviewer NAME]
   python benchmarks/writer_review_kit.py judge-input KEY UNITS.jsonl
   python benchmarks/writer_review_kit.py judge-score LABELS KEY/key.jsonl VERIFY_OUT.jsonl
-      RESULT.json
+      RESULT.json [--by-record]
 """
 
 from __future__ import annotations
@@ -282,9 +284,26 @@ def judge_input(args: argparse.Namespace) -> None:
     print(f"{len(units)} judge units -> {args.out}")
 
 
+def _unit_ids(key: list[dict[str, Any]], key_file: Path, by_record: bool) -> dict[str, str]:
+    """Review id -> the id of its judge unit in the verify run.
+
+    A ``judge-input`` run judges the kit's items under their review ids. With ``by_record``
+    the verify run is the pipeline's own (``dualview run``'s verify stage over the writer's
+    output): there a unit is the gold original the reversal came from, and only the LLM items
+    were judged.
+    """
+    if not by_record:
+        return {e["review_id"]: e["review_id"] for e in key}
+    meta = json.loads((key_file.parent / "kit.json").read_text(encoding="utf-8"))
+    parents = {r.id: str(r.parent_id) for r in iter_records(Path(meta["accepted"]))}
+    return {e["review_id"]: parents[e["record_id"]] for e in key if e["kind"] == "llm"}
+
+
 def judge_score(args: argparse.Namespace) -> None:
     """How the judge's verdicts on the items meet the reviewer's labels (and the controls')."""
     key = [json.loads(x) for x in args.key_file.read_text(encoding="utf-8").splitlines()]
+    units = _unit_ids(key, args.key_file, args.by_record)
+    key = [e for e in key if e["review_id"] in units]
     rows = [
         json.loads(x) for x in args.labels.read_text(encoding="utf-8").splitlines() if x.strip()
     ]
@@ -293,14 +312,16 @@ def judge_score(args: argparse.Namespace) -> None:
     dropped_file = args.verify_out.with_name(args.verify_out.name + ".dropped.jsonl")
     lines = [json.loads(x) for x in dropped_file.read_text().splitlines() if x.strip()]
     dropped = {x["id"] for x in lines if x["status"] == "rejected"}  # errors: not judged
-    missing = [e["review_id"] for e in key if e["review_id"] not in kept | dropped]
+    missing = [units[e["review_id"]] for e in key if units[e["review_id"]] not in kept | dropped]
     if missing:
         raise DataError(args.verify_out, None, "unit", f"not judged: {', '.join(missing[:5])}")
     groups: dict[str, list[bool]] = {}
     for entry in key:
         label = labels[entry["item"]] if entry["kind"] == "llm" else entry["kind"]
-        groups.setdefault(label, []).append(entry["review_id"] in kept)
-    accepted_llm = [labels[e["item"]] for e in key if e["kind"] == "llm" and e["review_id"] in kept]
+        groups.setdefault(label, []).append(units[entry["review_id"]] in kept)
+    accepted_llm = [
+        labels[e["item"]] for e in key if e["kind"] == "llm" and units[e["review_id"]] in kept
+    ]
     result = {
         "verify_out": str(args.verify_out),
         "accepted_by_judge": {g: proportion(sum(v), len(v)) for g, v in sorted(groups.items())},
@@ -342,6 +363,12 @@ def main() -> None:
     js.add_argument("key_file", type=Path)
     js.add_argument("verify_out", type=Path)
     js.add_argument("out", type=Path)
+    js.add_argument(
+        "--by-record",
+        action="store_true",
+        help="VERIFY_OUT is the pipeline's verify stage over the writer's output, not a "
+        "judge-input run: join by the gold original each LLM item came from",
+    )
     args = parser.parse_args()
     if args.command == "build" and args.kit.resolve() == args.key.resolve():
         parser.error("KIT and KEY must be different folders (the key stays hidden)")

@@ -155,3 +155,82 @@ def test_score_refuses_to_write_over_its_labels_or_key(tmp_path: Path) -> None:
         done = subprocess.run(args, capture_output=True, text=True)
         assert done.returncode != 0 and "output" in done.stderr
     assert {path: path.read_bytes() for path in (labels, key)} == before
+
+
+def _judge_fixture(tmp_path: Path) -> tuple[list[dict], list[int], Path]:
+    """A kit of 40 LLM items, labels (the first 10 LLM items real), and the items a judge keeps:
+    5 real and 5 not."""
+    accepted = tmp_path / "accepted.jsonl"
+    fake_accepted(accepted, 45)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    key = read(tmp_path / "key" / "key.jsonl")
+    llm = [k["item"] for k in key if k["kind"] == "llm"]
+    labels = [
+        {"item": k["item"], "label": "reversal" if k["item"] in llm[:10] else "other"} for k in key
+    ]
+    write_jsonl(tmp_path / "labels.jsonl", labels)
+    return key, llm[:5] + llm[20:25], accepted
+
+
+def _write_verify(out: Path, kept: list, dropped_ids: list[str]) -> None:
+    write_jsonl(out, kept)
+    lines = [{"id": i, "status": "rejected"} for i in dropped_ids]
+    write_jsonl(out.with_name(out.name + ".dropped.jsonl"), lines)
+
+
+def _judge_score(tmp_path: Path, verify: Path, *extra: str) -> dict:
+    out = tmp_path / "judge.json"
+    key_file = tmp_path / "key" / "key.jsonl"
+    run("judge-score", str(tmp_path / "labels.jsonl"), str(key_file), str(verify), str(out), *extra)
+    return json.loads(out.read_text())
+
+
+def test_judge_score_joins_a_judge_input_run_with_the_labels(tmp_path: Path) -> None:
+    key, kept_items, _ = _judge_fixture(tmp_path)
+    records = {r["id"]: r for r in read(tmp_path / "kit" / "records.jsonl")}
+    kept = {k["review_id"] for k in key if k["item"] in kept_items or k["kind"] == "gold_reversal"}
+    verify = tmp_path / "verify" / "kept.jsonl"
+    verify.parent.mkdir()
+    _write_verify(verify, [records[i] for i in sorted(kept)], sorted(set(records) - kept))
+    result = _judge_score(tmp_path, verify)
+    assert result["llm_accepted_real_reversals"]["k"] == 5
+    assert result["llm_accepted_real_reversals"]["n"] == 10
+    assert result["llm_real_reversals_without_judge"]["k"] == 10
+    accepted = result["accepted_by_judge"]
+    assert (accepted["gold_reversal"]["k"], accepted["gold_reversal"]["n"]) == (10, 10)
+    assert accepted["original_as_reversal"]["k"] == 0
+    assert (accepted["reversal"]["k"], accepted["other"]["k"]) == (5, 5)
+
+
+def test_judge_score_by_record_joins_the_pipelines_verify_stage(tmp_path: Path) -> None:
+    key, kept_items, accepted = _judge_fixture(tmp_path)
+    parent = {r["id"]: r["parent_id"] for r in read(accepted)}
+    origs = {o.id: o for o, _ in gold_pairs(load_gold("train", GOLD_DIR))}
+    kept_units = {parent[k["record_id"]] for k in key if k["item"] in kept_items}
+    # The pipeline judged every accepted reversal (45, the kit shows 40); controls were not.
+    verify = tmp_path / "verify" / "kept.jsonl"
+    verify.parent.mkdir()
+    _write_verify(
+        verify,
+        [origs[i] for i in sorted(kept_units)],
+        sorted(set(parent.values()) - kept_units),
+    )
+    result = _judge_score(tmp_path, verify, "--by-record")
+    assert result["llm_accepted_real_reversals"]["k"] == 5
+    assert result["llm_accepted_real_reversals"]["n"] == 10
+    assert set(result["accepted_by_judge"]) == {"reversal", "other"}
+    # Without --by-record the same run does not hold the kit's items: a clear error.
+    done = subprocess.run(
+        [
+            sys.executable,
+            SCRIPT,
+            "judge-score",
+            str(tmp_path / "labels.jsonl"),
+            str(tmp_path / "key" / "key.jsonl"),
+            str(verify),
+            str(tmp_path / "j2.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "not judged" in done.stderr
