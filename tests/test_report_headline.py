@@ -263,3 +263,49 @@ def test_error_analysis_without_its_benchmark_texts_is_a_warning(
     assert "### Error analysis: A vs B on paired" in markdown
     err = capsys.readouterr().err
     assert "warning: bench: the benchmark's pairs.jsonl and corpus.jsonl" in err
+
+
+# -- issue 36 item 3: arms of a second experiment joined by seed -----------------------------
+
+
+def _second_experiment(project: Path, tmp_path: Path) -> Path:
+    """A copy of the run whose only trained arm is ``Ins-DV`` under the name ``Ins-DV-2``, and
+    whose ``base`` row is another model (so a report that kept it would show)."""
+    run = _copy(project, tmp_path)
+    manifest = run / STAGE / "configurations.json"
+    stored = json.loads(manifest.read_text())
+    models = stored["models"]
+    stored["models"] = {"base": models["Ins-DV"], "Ins-DV-2": models["Ins-DV"]}
+    stored["loss_logs"] = {"Ins-DV-2": stored["loss_logs"]["Ins-DV"]}
+    manifest.write_text(json.dumps(stored))
+    return run
+
+
+def test_join_adds_a_second_runs_arms_and_leaves_out_its_base(
+    project: Path, tmp_path: Path, capsys
+) -> None:
+    other = _second_experiment(project, tmp_path)
+    out = tmp_path / "joined"
+    argv = ["report", str(project), "--join", str(other), "--out", str(out), "--resamples", "200"]
+    pairs = ["--compare", "Ins-DV-2:Ins-orig", "--compare", "Ins-DV-2:Ins-DV"]
+    code, err = invoke([*argv, *pairs], capsys)
+    assert code == 0, err
+    table = _table(out)
+    alone = _table(report_runs([project], tmp_path / "alone").markdown.parent)
+    assert list(table) == ["base", "Ins-orig", "Ins-DV", "Ins-DV-2"]
+    assert table["base"] == alone["base"] != {**alone["Ins-DV"], "configuration": "base"}
+    assert {**table["Ins-DV-2"], "configuration": "Ins-DV"} == alone["Ins-DV"]
+    comparisons = json.loads((out / "significance.json").read_text())
+    same = [c for c in comparisons if c["control"] == "Ins-DV"]
+    assert same and all(c["diff"] == 0 and c["n_queries"] == 4 for c in same)
+    assert all(c["arm"] == "Ins-DV-2" for c in comparisons)
+
+
+def test_join_needs_one_run_folder_per_run_folder_and_an_out(
+    project: Path, tmp_path: Path, capsys
+) -> None:
+    other = _second_experiment(project, tmp_path)
+    code, err = invoke(["report", str(project), "--join", str(other), "--join", str(other)], capsys)
+    assert code != 0 and "one run folder per run folder (1)" in err
+    code, err = invoke(["report", str(project), "--join", str(other)], capsys)
+    assert code != 0 and "give --out" in err

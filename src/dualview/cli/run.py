@@ -172,6 +172,16 @@ def report(
             "per seed, models named alike): mean ± sd, per-query values pooled.",
         ),
     ] = False,
+    join: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--join",
+            help="A run folder whose arms join those of the run folder at the same position "
+            "(repeatable, one per run folder, in order: the same seeds of a second experiment "
+            "on the same evaluation sets); arms whose names are already there (base) are left "
+            "out.",
+        ),
+    ] = None,
 ) -> None:
     """Paper-layout tables (Markdown, CSV) and plots (PNG) of a run, or mean ± sd of several,
     with paired significance (bootstrap CI, randomization p, Holm) and error analysis."""
@@ -189,10 +199,10 @@ def report(
         metrics=parse_prefixes(metrics),
         read=list(review or []),
     )
-    if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]):
+    if len(run_dirs) == 1 and is_sweep_dir(run_dirs[0]) and not join:
         files = report_sweep(run_dirs[0], out, options)
     else:
-        files = report_runs(run_dirs, out, options, seeds=seeds)
+        files = report_runs(run_dirs, out, options, seeds=seeds, join=join)
     _print_files(files)
 
 

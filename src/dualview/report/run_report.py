@@ -55,25 +55,46 @@ def find_eval_stage(run_dir: Path) -> Path:
     return run_dir / index["eval"]
 
 
+def joined_rows(rows: list[ConfigResult], extra: list[ConfigResult]) -> list[ConfigResult]:
+    """``rows`` and the rows of ``extra`` whose names ``rows`` lacks (e.g. a second run's
+    trained arm; its ``base`` row, the same untrained model, is left out)."""
+    names = {row.name for row in rows}
+    return rows + [row for row in extra if row.name not in names]
+
+
 def report_runs(
     run_dirs: list[Path],
     out_dir: str | Path | None = None,
     options: ReportOptions | None = None,
     seeds: bool = False,
+    join: list[Path] | None = None,
 ) -> ReportFiles:
     """Tables and plots for one run folder (default output ``RUN_DIR/report``), or for
     several runs of the same experiment (seeds): mean ± standard deviation per metric;
     paired significance and error analysis per ``options`` (seeds pooled by query). Given
     any folder that is not a run folder (a `dualview eval` or mteb result folder), each
     folder's rows are arms of one report instead (`report_arms`), unless ``seeds`` says
-    the folders are seeds of the same arms (`report_seed_folders`)."""
+    the folders are seeds of the same arms (`report_seed_folders`).
+
+    ``join``: one run folder per run folder, in the same order (the same seed of a second
+    experiment on the same evaluation sets): its arms join that run's (`joined_rows`), so
+    that arms of two experiments are compared query by query, seeds pooled."""
     if not run_dirs:
         raise DualviewError("report: give at least one run folder")
+    if join and (seeds or len(join) != len(run_dirs) or not all(map(is_run_dir, run_dirs + join))):
+        raise DualviewError(
+            f"report --join: give one run folder per run folder ({len(run_dirs)}), in the same "
+            f"order; got {len(join)}, and every folder must be a run folder"
+        )
+    if join and out_dir is None:
+        raise DualviewError("report --join: give --out (the report is of two experiments)")
     if seeds:
         return report_seed_folders([Path(d) for d in run_dirs], out_dir, options)
     if not all(is_run_dir(d) for d in run_dirs):
         return report_arms([Path(d) for d in run_dirs], out_dir, options)
     runs = [rows_of_eval_stage(find_eval_stage(Path(d))) for d in run_dirs]
+    for i, other in enumerate(join or []):
+        runs[i] = joined_rows(runs[i], rows_of_eval_stage(find_eval_stage(Path(other))))
     if len(run_dirs) == 1:
         rows, title = runs[0], Path(run_dirs[0]).name
         default_out = Path(run_dirs[0]) / "report"
