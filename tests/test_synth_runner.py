@@ -149,7 +149,8 @@ def test_verify_keeps_only_units_whose_intended_passages_win(tmp_path: Path) -> 
     codes = Counter(reason_code(d["reason"]) for d in dropped if d["status"] == "rejected")
     assert stats.rejections == dict(codes) and sum(codes.values()) == 5
     table = stats_markdown(stats)
-    assert "| rejected by the parser | 5 |" in table and "| records out | 5 |" in table
+    assert "| rejected by the judge (or its answer unparsable) | 5 |" in table
+    assert "| records out | 5 |" in table
     assert all(f"{code} {n}" in table for code, n in codes.items())
     assert [r["id"] for r in lines(tmp_path / "kept.jsonl")] == [f"f{i}-dv" for i in range(5)]
 

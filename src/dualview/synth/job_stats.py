@@ -128,6 +128,13 @@ def _seconds(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _rejecter(task: str) -> str:
+    """Who rejects a unit: in verify the judge (a scenario whose intended passage did not
+    win, or an answer it could not parse; ``rejections`` counts them per view), else the
+    parser of the LLM's answer."""
+    return "judge (or its answer unparsable)" if task == "verify" else "parser"
+
+
 def stats_markdown(stats: JobStats | dict[str, Any]) -> str:
     """One table, a measure per row (``rejections`` appears in stats written since it
     existed; older files say so)."""
@@ -145,7 +152,7 @@ def stats_markdown(stats: JobStats | dict[str, Any]) -> str:
         ("units in", str(stats.units)),
         ("accepted (ok)", str(outcomes.ok)),
         ("impossible (the LLM said so)", str(outcomes.impossible)),
-        ("rejected by the parser", str(outcomes.rejected)),
+        (f"rejected by the {_rejecter(stats.task)}", str(outcomes.rejected)),
         ("rejections by reason", why),
         ("errors", str(outcomes.error)),
         ("records out", str(stats.records_out)),
