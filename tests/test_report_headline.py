@@ -293,6 +293,7 @@ def test_join_adds_a_second_runs_arms_and_leaves_out_its_base(
     table = _table(out)
     alone = _table(report_runs([project], tmp_path / "alone").markdown.parent)
     assert list(table) == ["base", "Ins-orig", "Ins-DV", "Ins-DV-2"]
+    assert (out / "report.md").read_text().startswith("### run with copied-run\n")
     assert table["base"] == alone["base"] != {**alone["Ins-DV"], "configuration": "base"}
     assert {**table["Ins-DV-2"], "configuration": "Ins-DV"} == alone["Ins-DV"]
     comparisons = json.loads((out / "significance.json").read_text())

@@ -84,7 +84,7 @@ def report_runs(
     if join and (seeds or len(join) != len(run_dirs) or not all(map(is_run_dir, run_dirs + join))):
         raise DualviewError(
             f"report --join: give one run folder per run folder ({len(run_dirs)}), in the same "
-            f"order; got {len(join)}, and every folder must be a run folder"
+            f"order, without --seeds; got {len(join)}, and every folder must be a run folder"
         )
     if join and out_dir is None:
         raise DualviewError("report --join: give --out (the report is of two experiments)")
@@ -103,6 +103,8 @@ def report_runs(
         if out_dir is None:
             raise DualviewError("report: several run folders need --out")
         default_out = Path(out_dir)
+    if join:
+        title += " with " + " + ".join(folder_labels([Path(d) for d in join]))
     return write_report(rows, Path(out_dir or default_out), title=title, options=options)
 
 
