@@ -39,8 +39,12 @@ def fake_accepted(path: Path, n: int) -> dict[str, str]:
     return texts
 
 
+def script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
 def run(*args: str) -> None:
-    done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+    done = script(*args)
     assert done.returncode == 0, done.stderr
 
 
@@ -128,18 +132,8 @@ def test_score_rejects_an_unknown_label(tmp_path: Path) -> None:
     fake_accepted(accepted, 45)
     run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
     write_jsonl(tmp_path / "labels.jsonl", [{"item": 1, "label": "maybe"}])
-    done = subprocess.run(
-        [
-            sys.executable,
-            SCRIPT,
-            "score",
-            str(tmp_path / "labels.jsonl"),
-            str(tmp_path / "key" / "key.jsonl"),
-            str(tmp_path / "out.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    key = tmp_path / "key" / "key.jsonl"
+    done = script("score", str(tmp_path / "labels.jsonl"), str(key), str(tmp_path / "out.jsonl"))
     assert done.returncode != 0 and "label" in done.stderr
 
 
@@ -151,8 +145,7 @@ def test_score_refuses_to_write_over_its_labels_or_key(tmp_path: Path) -> None:
     write_jsonl(labels, [{"item": 1, "label": "reversal"}])
     before = {path: path.read_bytes() for path in (labels, key)}
     for out in (labels, key):
-        args = [sys.executable, SCRIPT, "score", str(labels), str(key), str(out)]
-        done = subprocess.run(args, capture_output=True, text=True)
+        done = script("score", str(labels), str(key), str(out))
         assert done.returncode != 0 and "output" in done.stderr
     assert {path: path.read_bytes() for path in (labels, key)} == before
 
@@ -220,17 +213,6 @@ def test_judge_score_by_record_joins_the_pipelines_verify_stage(tmp_path: Path) 
     assert result["llm_accepted_real_reversals"]["n"] == 10
     assert set(result["accepted_by_judge"]) == {"reversal", "other"}
     # Without --by-record the same run does not hold the kit's items: a clear error.
-    done = subprocess.run(
-        [
-            sys.executable,
-            SCRIPT,
-            "judge-score",
-            str(tmp_path / "labels.jsonl"),
-            str(tmp_path / "key" / "key.jsonl"),
-            str(verify),
-            str(tmp_path / "j2.json"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    labels, key = tmp_path / "labels.jsonl", tmp_path / "key" / "key.jsonl"
+    done = script("judge-score", str(labels), str(key), str(verify), str(tmp_path / "j2.json"))
     assert done.returncode != 0 and "not judged" in done.stderr
