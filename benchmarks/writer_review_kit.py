@@ -312,16 +312,15 @@ def judge_score(args: argparse.Namespace) -> None:
     dropped_file = args.verify_out.with_name(args.verify_out.name + ".dropped.jsonl")
     lines = [json.loads(x) for x in dropped_file.read_text().splitlines() if x.strip()]
     dropped = {x["id"] for x in lines if x["status"] == "rejected"}  # errors: not judged
-    missing = [units[e["review_id"]] for e in key if units[e["review_id"]] not in kept | dropped]
+    missing = [unit for unit in units.values() if unit not in kept | dropped]
     if missing:
         raise DataError(args.verify_out, None, "unit", f"not judged: {', '.join(missing[:5])}")
+    accepted = {e["item"]: units[e["review_id"]] in kept for e in key}
     groups: dict[str, list[bool]] = {}
     for entry in key:
         label = labels[entry["item"]] if entry["kind"] == "llm" else entry["kind"]
-        groups.setdefault(label, []).append(units[entry["review_id"]] in kept)
-    accepted_llm = [
-        labels[e["item"]] for e in key if e["kind"] == "llm" and units[e["review_id"]] in kept
-    ]
+        groups.setdefault(label, []).append(accepted[entry["item"]])
+    accepted_llm = [labels[e["item"]] for e in key if e["kind"] == "llm" and accepted[e["item"]]]
     result = {
         "verify_out": str(args.verify_out),
         "accepted_by_judge": {g: proportion(sum(v), len(v)) for g, v in sorted(groups.items())},

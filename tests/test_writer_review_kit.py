@@ -48,6 +48,15 @@ def run(*args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def built_kit(tmp_path: Path) -> Path:
+    """A kit (``tmp_path/kit``, key in ``tmp_path/key``) of 45 accepted fake reversals; returns
+    the accepted file."""
+    accepted = tmp_path / "accepted.jsonl"
+    fake_accepted(accepted, 45)
+    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    return accepted
+
+
 def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -96,9 +105,7 @@ def test_kit_is_blind_mixed_and_deterministic(tmp_path: Path) -> None:
 
 
 def test_scored_labels_give_review_stats_per_kind(tmp_path: Path) -> None:
-    accepted = tmp_path / "accepted.jsonl"
-    fake_accepted(accepted, 45)
-    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    built_kit(tmp_path)
     key = read(tmp_path / "key" / "key.jsonl")
     # A reviewer who calls every gold reversal and the first 10 LLM items a reversal, the
     # controls near-copies and the other LLM items "other".
@@ -128,9 +135,7 @@ def test_scored_labels_give_review_stats_per_kind(tmp_path: Path) -> None:
 
 
 def test_score_rejects_an_unknown_label(tmp_path: Path) -> None:
-    accepted = tmp_path / "accepted.jsonl"
-    fake_accepted(accepted, 45)
-    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    built_kit(tmp_path)
     write_jsonl(tmp_path / "labels.jsonl", [{"item": 1, "label": "maybe"}])
     key = tmp_path / "key" / "key.jsonl"
     done = script("score", str(tmp_path / "labels.jsonl"), str(key), str(tmp_path / "out.jsonl"))
@@ -138,9 +143,7 @@ def test_score_rejects_an_unknown_label(tmp_path: Path) -> None:
 
 
 def test_score_refuses_to_write_over_its_labels_or_key(tmp_path: Path) -> None:
-    accepted = tmp_path / "accepted.jsonl"
-    fake_accepted(accepted, 45)
-    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    built_kit(tmp_path)
     labels, key = tmp_path / "labels.jsonl", tmp_path / "key" / "key.jsonl"
     write_jsonl(labels, [{"item": 1, "label": "reversal"}])
     before = {path: path.read_bytes() for path in (labels, key)}
@@ -153,9 +156,7 @@ def test_score_refuses_to_write_over_its_labels_or_key(tmp_path: Path) -> None:
 def _judge_fixture(tmp_path: Path) -> tuple[list[dict], list[int], Path]:
     """A kit of 40 LLM items, labels (the first 10 LLM items real), and the items a judge keeps:
     5 real and 5 not."""
-    accepted = tmp_path / "accepted.jsonl"
-    fake_accepted(accepted, 45)
-    run("build", str(accepted), str(tmp_path / "kit"), str(tmp_path / "key"))
+    accepted = built_kit(tmp_path)
     key = read(tmp_path / "key" / "key.jsonl")
     llm = [k["item"] for k in key if k["kind"] == "llm"]
     labels = [
