@@ -26,6 +26,7 @@ from typing import Any
 
 from dualview.errors import DataError
 from dualview.io.atomic import atomic_write_text
+from dualview.io.paths import check_outputs
 
 STAGE_DONE = re.compile(r"✓ (\S+) finished in ([0-9.]+) s")
 NOT_RUN = re.compile(r"^[│|]\s*(\S+)\s*[│|]\s*(cached|reusable)")
@@ -99,6 +100,11 @@ def main() -> None:
     parser.add_argument("names", nargs="+")
     parser.add_argument("--machine", default="2 CPU cores")
     args = parser.parse_args()
+    inputs = [args.runs_dir / f"{n}.{ext}" for n in args.names for ext in ("log", "time", "load")]
+    try:
+        check_outputs([args.out], inputs)
+    except DataError as exc:
+        parser.error(str(exc))
     runs = {name: run_timing(args.runs_dir, name) for name in args.names}
     total = sum(r["run_cpu_h"] for r in runs.values())
     result = {

@@ -4,6 +4,8 @@ files (issue 36: the CPU hours each stage took)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,12 @@ def test_a_time_report_without_its_fields_is_a_located_error(tmp_path: Path) -> 
     with pytest.raises(DataError, match=r"r\.time") as info:
         run_timings.gnu_time(tmp_path / "r.time")
     assert "max_rss_kb" in str(info.value)
+
+
+def test_the_output_may_not_be_one_of_the_runs_files(tmp_path: Path) -> None:
+    (tmp_path / "r.log").write_text(LOG)
+    before = (tmp_path / "r.log").read_bytes()
+    args = [str(tmp_path), str(tmp_path / "r.log"), "r"]
+    done = subprocess.run([sys.executable, "benchmarks/run_timings.py", *args], capture_output=True)
+    assert done.returncode == 2 and b"r.log" in done.stderr
+    assert (tmp_path / "r.log").read_bytes() == before
