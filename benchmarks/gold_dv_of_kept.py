@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dualview.data.gold_folds import load_gold_source
+from dualview.data.gold_folds import gold_source_files, load_gold_source
 from dualview.data.gold_pairs import gold_pairs
 from dualview.data.jsonl import iter_records
 from dualview.errors import DataError
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--split", default="fit", help="the gold source name (gold:SPLIT)")
     args = parser.parse_args()
     try:
-        check_outputs([args.out], [args.kept])
+        check_outputs([args.out], [args.kept, *gold_source_files(args.split)])
         rows = gold_dv_of_kept(args.kept, args.split)
     except DataError as exc:
         parser.error(str(exc))
