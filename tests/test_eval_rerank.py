@@ -341,6 +341,13 @@ def test_cli_reranks_a_saved_reranker_over_bm25(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["eval", "-b", f"paired={pairs}", "-o", str(out), *missing])
     assert isinstance(bad.exception, DualviewError)  # main() prints it as one line, exit 2
     assert "reranker folder does not exist" in str(bad.exception)
+    precision = ["--reranker", str(folder), "--first-stage", "bm25", "--reranker-precision", "q4"]
+    bad = CliRunner().invoke(
+        app, ["eval", "-b", f"paired={pairs}", "-o", str(tmp_path / "q"), *precision]
+    )
+    assert isinstance(bad.exception, DualviewError)
+    assert "--reranker-precision: one of auto, fp32, fp16, bf16, not 'q4'" in str(bad.exception)
+    assert not (tmp_path / "q").exists()  # refused before any work
 
 
 def test_cli_reranks_a_bi_encoders_top_k(tmp_path: Path) -> None:

@@ -442,3 +442,93 @@ def test_a_saved_llm_reranker_reranks_in_two_stage_evaluation(tmp_path: Path, mo
     assert again.values["spy@bm25"] == summary.values[name]
     result = json.loads(next((tmp_path / "a").glob("*@bm25/paired.json")).read_text())
     assert result["rerank"]["reranker"]["fingerprint"] == spy.fingerprint
+
+
+def _raise_both_answer_logits(model: LlmReranker, to: float = 200.0) -> None:
+    """Add one vector to both answer rows of the output embedding, so that both answer
+    logits of every prompt lie near ``to`` while their difference, the score, is unchanged
+    (where bf16 logits move in steps of 1)."""
+    rows = model.backbone.get_output_embeddings().weight
+    ids = model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"] * len(PASSAGES), PASSAGES)
+    inputs = model.pad_pairs(ids, list(range(len(PASSAGES))))
+    with torch.no_grad():
+        hidden = model.backbone.get_decoder()(**inputs).last_hidden_state[:, -1]
+        mean = hidden.mean(0)
+        rows[list(model.answer_ids)] += to * mean / mean.dot(mean)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_half_precision_lm_scores_through_a_float32_answer_head(tiny_lm, lora: bool) -> None:
+    """bf16 weights: the two answer logits are read in float32 off the last hidden state
+    (LoRA or not), close to the float32 model's scores; a float32 LM keeps its own logits."""
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path, lora=lora))
+    assert llm_reranker.float32_answer_head(model.backbone, torch.device("cpu")) is None
+    full = torch.tensor(_score_all(model)).double()
+    model.backbone.to(torch.bfloat16)
+    assert llm_reranker.float32_answer_head(model.backbone, torch.device("cpu")) is not None
+    half = _score_all(model, batch_size=2)
+    assert half.dtype == "float32"
+    torch.testing.assert_close(torch.tensor(half).double(), full, atol=0.1, rtol=0)
+
+
+def test_under_autocast_the_answer_logits_keep_float32_resolution(tiny_lm) -> None:
+    """Both answer logits near 200, where bf16 moves in steps of 1: under bf16 autocast the
+    LM's own logits lose the score, the float32 answer head keeps it."""
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    before = torch.tensor(_score_all(model)).double()
+    _raise_both_answer_logits(model)
+    full = torch.tensor(_score_all(model)).double()
+    torch.testing.assert_close(full, before, atol=1e-3, rtol=0)  # the scores are unchanged
+    inputs = model.pad_pairs(
+        model.tokenize_pairs([f"{QUERY} {INSTRUCTION}"] * len(PASSAGES), PASSAGES),
+        list(range(len(PASSAGES))),
+    )
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert llm_reranker.float32_answer_head(model.backbone, torch.device("cpu")) is not None
+        scores = model(**inputs)
+        own = model.backbone(**inputs).logits[:, -1]
+    assert scores.dtype == torch.float32 and own.dtype == torch.bfloat16
+    assert own[:, model.answer_ids[0]].float().min() > 100
+    assert (scores.double() - full).abs().max() < 0.1
+    coarse = (own[:, model.answer_ids[0]] - own[:, model.answer_ids[1]]).double()
+    assert (coarse - full).abs().max() > 0.2
+
+
+def test_lms_with_a_transformed_head_keep_their_own_logits(tiny_lm) -> None:
+    _, path = tiny_lm
+    model = LlmReranker(reranker_config(path))
+    model.backbone.to(torch.bfloat16)
+    model.backbone.config.final_logit_softcapping = 30.0  # as Gemma 2: tanh after the head
+    assert llm_reranker.float32_answer_head(model.backbone, torch.device("cpu")) is None
+
+
+def test_evaluation_scores_a_saved_llm_reranker_in_the_precision_asked(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from dualview.errors import DualviewError
+    from dualview.eval.run import evaluate
+    from dualview.eval.two_stage import RerankSettings, open_reranker
+    from tests.test_eval_rerank import write_pairs
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    folder = LlmReranker(reranker_config(make_tiny_lm(tmp_path / "qwen2", "qwen2")))
+    folder = folder.save(tmp_path / "reranker")
+    full = open_reranker(str(folder), "cpu", 8, cache=False)
+    half = open_reranker(str(folder), "cpu", 8, cache=False, precision="bf16")
+    assert next(full.reranker.parameters()).dtype == torch.float32  # auto on CPU: fp32
+    assert next(half.reranker.parameters()).dtype == torch.bfloat16
+    assert full.fingerprint != half.fingerprint  # two precisions never share cached scores
+    spec = [f"paired={write_pairs(tmp_path / 'pairs')}"]
+    runs = {}
+    for precision in ("fp32", "bf16"):
+        rerank = RerankSettings(
+            rerankers=[str(folder)], first_stage="bm25", top_k=2, precision=precision
+        )
+        evaluate([], spec, tmp_path / precision, rerank=rerank)
+        result = next((tmp_path / precision).glob("*@bm25/paired.json"))
+        runs[precision] = json.loads(result.read_text())["rerank"]["reranker"]["fingerprint"]
+    assert runs == {"fp32": full.fingerprint, "bf16": half.fingerprint}
+    with pytest.raises(DualviewError, match="--reranker-precision: one of auto, fp32"):
+        RerankSettings(rerankers=[str(folder)], precision="int8").check(["m"])

@@ -327,7 +327,7 @@ def evaluate(
         for item in rerank.rerankers or [None]:
             second = None
             if item is not None:  # loaded once, shared by its interpolation weights
-                second = open_reranker(item, device, settings.batch_size, cache)
+                second = open_reranker(item, device, settings.batch_size, cache, rerank.precision)
             for weight in rerank.weights if item is not None else [1.0]:
                 ranker = Ranker(rerank.first_stage, first, encoder, top_k=rerank.top_k)
                 if second is not None:

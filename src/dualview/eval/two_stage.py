@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from dualview.data.bm25 import BM25_KINDS, bm25_fingerprint
 from dualview.errors import DualviewError
 from dualview.eval.benchmarks.base import FIRST_STAGES, Benchmark, EvalContext
@@ -37,6 +39,7 @@ from dualview.models.reranker import RERANKER_FILE, Reranker, load_reranker
 from dualview.models.saved import saved_kind
 from dualview.retrieval.encode import Encoder
 from dualview.retrieval.fusion import check_weight
+from dualview.retrieval.inference import PRECISIONS, cast_model, resolve_precision
 from dualview.retrieval.rerank import CachedReranker
 
 #: What identifies the hand-written BM25 first stage (its parameters; the code is versioned
@@ -59,12 +62,18 @@ class RerankSettings:
         weights: the reranker's share when its scores are interpolated with the first
             stage's (`dualview.retrieval.fusion`), one column per weight and reranker; 1:
             the reranker's order alone (the default).
+        precision: the weights of the rerankers loaded from folders (`PRECISIONS`):
+            ``auto`` is bf16 on CUDA (fp16 without bf16) and fp32 elsewhere; bf16 on a CPU
+            with bf16 instructions scores an LLM reranker about 4x faster than fp32. The
+            dtype is part of a reranker's fingerprint, so scores of two precisions never
+            share a cache entry. Loaded `Reranker` objects run as they are.
     """
 
     rerankers: list[str | Reranker] = field(default_factory=list)
     first_stage: str = "model"
     top_k: int = 20
     weights: list[float] = field(default_factory=lambda: [1.0])
+    precision: str = "auto"
 
     def check(self, models: list[str]) -> None:
         """Raise a clear `DualviewError` for a combination that cannot run (before any work)."""
@@ -84,6 +93,10 @@ class RerankSettings:
         if self.first_stage == "candidates" and not self.rerankers:
             raise DualviewError("first stage 'candidates' needs a --reranker")
         self._check_weights()
+        if self.precision not in PRECISIONS:
+            raise DualviewError(
+                f"--reranker-precision: one of {', '.join(PRECISIONS)}, not {self.precision!r}"
+            )
         names = [reranker_name(item) for item in self.rerankers]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -153,10 +166,17 @@ def reranked_name(reranker: str, first_stage: str, weight: float = 1.0) -> str:
 
 
 def open_reranker(
-    item: str | Reranker, device: str | None, batch_size: int, cache: bool
+    item: str | Reranker, device: str | None, batch_size: int, cache: bool, precision: str = "auto"
 ) -> CachedReranker:
-    """A loaded (or given) reranker with its score cache."""
-    model = load_reranker(item, device) if isinstance(item, str) else item
+    """A loaded (or given) reranker with its score cache; one loaded from a folder runs in
+    ``precision`` (`RerankSettings.precision`)."""
+    if isinstance(item, str):
+        model = load_reranker(item, device)
+        if isinstance(model, nn.Module):
+            on = next(model.parameters()).device.type
+            cast_model(model, resolve_precision(precision, on), in_place=True)
+    else:
+        model = item
     return CachedReranker(model, batch_size=batch_size, cache=cache)
 
 

@@ -92,6 +92,8 @@ _NO_LIMIT = 1 << 30
 #: Shortest token prefix that prompts of one query share in scoring (`LlmReranker.score`):
 #: below it, running the prefix alone and copying its cache per chunk gains nothing.
 _MIN_SHARED_PREFIX = 16
+#: Config fields of LMs whose logits are transformed after the output projection.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 #: The name of a causal LM's key/value cache, in its forward's arguments and its output
 #: (transformers renamed ``past_key_values`` to ``cache`` in 5.x).
 _CACHE_ARG = (
@@ -277,17 +279,44 @@ def answer_log_odds(
         raise ValueError("answer_log_odds: prompts must be left-padded (see LlmReranker.pad)")
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
     extra = {} if past_key_values is None else {_CACHE_ARG: past_key_values}
-    out = backbone(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=positions,
-        logits_to_keep=1,
-        use_cache=past_key_values is not None,
+    inputs = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": positions,
+        "use_cache": past_key_values is not None,
         **extra,
-    )
-    logits = out.logits[:, -1].float()
+    }
+    head = float32_answer_head(backbone, input_ids.device)
+    if head is not None:
+        decoder, rows = head
+        hidden = decoder(**inputs).last_hidden_state[:, -1]
+        with torch.autocast(input_ids.device.type, enabled=False):
+            logits = hidden.float() @ rows[list(answer_ids)].float().T
+        return logits[:, 0] - logits[:, 1]
+    logits = backbone(**inputs, logits_to_keep=1).logits[:, -1].float()
     first, second = answer_ids
     return logits[:, first] - logits[:, second]
+
+
+def float32_answer_head(backbone: Any, device: torch.device) -> tuple[Any, torch.Tensor] | None:
+    """The decoder and the output embedding rows of ``backbone`` when its logits would be
+    computed in half precision (half weights, or autocast on), so that `answer_log_odds`
+    reads the two answer logits in float32 off the decoder's last hidden state: a bf16 logit
+    near 20 moves in steps of 0.125, which ties most of a query's candidates. None (the LM's
+    own logits) for float32 LMs, and for LMs whose head is not a plain bias-free projection
+    of that state (a softcap or a logit scale after it)."""
+    weight = backbone.get_input_embeddings().weight
+    half = weight.dtype in (torch.float16, torch.bfloat16)
+    if not half and not torch.is_autocast_enabled(device.type):
+        return None
+    config = getattr(backbone, "config", None)
+    if any(getattr(config, name, None) for name in _LOGIT_TRANSFORMS):
+        return None
+    head = backbone.get_output_embeddings()
+    decoder = backbone.get_decoder() if hasattr(backbone, "get_decoder") else None
+    if decoder is None or not isinstance(head, nn.Linear) or head.bias is not None:
+        return None
+    return decoder, head.weight
 
 
 def prefix_cache(backbone: Any, prefix_ids: torch.Tensor) -> Any:
