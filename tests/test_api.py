@@ -14,7 +14,7 @@ import pytest
 
 import dualview
 from dualview.data.schema import Record
-from dualview.errors import ConfigError, DataError
+from dualview.errors import ConfigError, DataError, DualviewError
 from tests.conftest import FIXTURES
 
 ORIG = FIXTURES / "synth" / "orig.jsonl"
@@ -103,6 +103,8 @@ def test_bad_records_backend_task_and_settings_are_one_line_errors() -> None:
         dualview.synthesize(ORIG, backend="stub", task="nope")
     with pytest.raises(ConfigError, match=r"^settings: unknown \['nope'\]; fields: query_"):
         dualview.evaluate("embedded:minilm", PAIRED, settings={"nope": 1})
+    with pytest.raises(DualviewError, match=r"--reranker-precision: one of auto, .*not 'int4'"):
+        dualview.evaluate("embedded:minilm", PAIRED, rerankers=[], reranker_precision="int4")
 
 
 def test_evaluate_returns_per_query_results_and_writes_only_with_out(

@@ -397,6 +397,7 @@ def evaluate(
     first_stage: str = "model",
     top_k: int = 20,
     interpolate: float | Sequence[float] = 1.0,
+    reranker_precision: str = "auto",
     settings: EvalSettings | Mapping[str, Any] | None = None,
     device: str | None = None,
     precision: str = "auto",
@@ -413,6 +414,9 @@ def evaluate(
     ``rerankers``, ``first_stage``, ``top_k``, ``interpolate``: two-stage evaluation as
     ``--reranker``, ``--first-stage``, ``--top-k``, ``--interpolate`` (the reranker's share
     of the interpolated score, one column per weight; 1: the reranker alone).
+    ``reranker_precision``: the reranker folders' weights, as ``--reranker-precision``
+    (``auto``: bf16 on CUDA, fp32 on CPU; ``bf16`` speeds an LLM reranker up on a CPU with
+    bf16 instructions).
     ``settings``: `EvalSettings` or its dict (query template, prompts, search backend,
     batch size). ``limit``: only the first N queries
     (pairs) of each set (``--limit``). Wraps `dualview.eval.run.evaluate`.
@@ -441,6 +445,7 @@ def evaluate(
         first_stage=first_stage,
         top_k=top_k,
         weights=[float(w) for w in weights],
+        precision=reranker_precision,
     )
     summary = run_evaluation(
         _names(models),
