@@ -27,6 +27,9 @@ trains the LM to answer the question.
   (`PromptPieces`: the rendered prompt, chat template included, split around the two texts),
   so the question at the prompt's end, the template's suffix, and with them the answer
   position, are never cut.
+- **Half precision** (bf16/fp16 weights, e.g. ``dualview eval --reranker-precision bf16``,
+  or autocast): the two answer logits are computed in float32 from the decoder's last
+  hidden state (`float32_answer_head`), so scores keep their resolution.
 - **Left padding.** Every padded row ends at the last column, the answer position; position
   ids count real tokens only, so a pair's score does not depend on its batch.
 - **Scoring** (`LlmReranker.score`): the prompts of one query text (its candidate
