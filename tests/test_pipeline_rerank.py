@@ -7,7 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
+from pydantic import ValidationError
 
 from dualview.models.config import ModelConfig
 from dualview.models.cross_encoder import CrossEncoderReranker
@@ -87,3 +89,35 @@ def test_an_interpolated_reranker_is_one_column_under_the_arms_label(
     assert key["interpolate"] == 0.4
     plain = _experiment(tmp_path / "pairs", include_base=False)
     assert "interpolate" not in EvalParams.of(plain.evaluation, {}).key()["evaluation"]["rerank"]
+
+
+def test_the_eval_stage_scores_its_reranker_in_evaluation_rerank_precision(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``evaluation.rerank.precision``: the reranker scores in bf16 (its result's fingerprint
+    is the bf16 model's), the key holds it only when not ``auto``, and a bad value is refused
+    where the experiment is read."""
+    from dualview.eval.two_stage import open_reranker
+
+    monkeypatch.setenv("DUALVIEW_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    train_out = tmp_path / "train-ce"
+    config = ModelConfig(kind="cross_encoder", name_or_path=str(make_tiny_encoder(tmp_path / "t")))
+    CrossEncoderReranker(config).save(train_out / "model")
+    data = _experiment(write_pairs(tmp_path / "pairs"), include_base=False).model_dump()
+    data["evaluation"]["rerank"]["precision"] = "bf16"
+    exp = Experiment.model_validate(data)
+    out = tmp_path / "eval-stage"
+    out.mkdir()
+    eval_stage(exp, {"CE": "train-ce"}, {})(out, {"train-ce": train_out})
+    [result_path] = (out / "eval").glob("*@bm25/paired.json")
+    scored = json.loads(result_path.read_text())["rerank"]["reranker"]["fingerprint"]
+    folder = str(train_out / "model")
+    assert scored == open_reranker(folder, "cpu", 8, False, "bf16").fingerprint
+    assert scored != open_reranker(folder, "cpu", 8, False, "fp32").fingerprint
+    assert EvalParams.of(exp.evaluation, {}).key()["evaluation"]["rerank"]["precision"] == "bf16"
+    plain = _experiment(tmp_path / "pairs", include_base=False)
+    assert "precision" not in EvalParams.of(plain.evaluation, {}).key()["evaluation"]["rerank"]
+    data["evaluation"]["rerank"]["precision"] = "int8"
+    with pytest.raises(ValidationError, match="precision"):
+        Experiment.model_validate(data)

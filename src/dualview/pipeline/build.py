@@ -350,6 +350,7 @@ def eval_stage(exp: Experiment, trained: dict[str, str], bases: dict[str, str]):
             first_stage=spec.first_stage if bm25 else "model",
             top_k=spec.top_k,
             weights=[spec.interpolate],
+            precision=spec.precision,
         )
         first_stage = [] if bm25 else [spec.first_stage]
         first = rerank.first_stages(first_stage)[0]

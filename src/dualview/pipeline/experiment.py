@@ -145,11 +145,14 @@ class RerankSpec(StrictModel):
     ``bm25`` (`bm25s`, stemmed) or ``bm25-builtin``); FollowIR reranks its own candidates
     (`dualview.eval.two_stage`). ``interpolate`` below 1 ranks the top k by that share of the
     reranker's scores and the rest of the first stage's (`dualview.retrieval.fusion`); choose
-    it on a validation set (`dualview.eval.interpolation.choose_weight`)."""
+    it on a validation set (`dualview.eval.interpolation.choose_weight`). ``precision``: the
+    reranker's weights while it scores (``dualview eval --reranker-precision``; auto: bf16
+    on a GPU, fp32 on CPU)."""
 
     first_stage: str = "embedded:minilm"
     top_k: int = Field(20, ge=1)
     interpolate: float = Field(1.0, gt=0, le=1)
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
 
 
 class EvaluationSpec(StrictModel):

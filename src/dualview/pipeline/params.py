@@ -87,6 +87,7 @@ class RerankKey(StageParams):
     # a bm25s first stage: the library's version and recipe, so an evaluation from when
     # ``bm25`` was the hand-written one (now ``bm25-builtin``) is rerun, not reused
     bm25: str | None = None
+    precision: str = "auto"  # the reranker's weights; at auto not keyed
 
 
 class EvaluationKey(StageParams):
