@@ -317,7 +317,8 @@ def float32_answer_head(backbone: Any, device: torch.device) -> tuple[Any, torch
         return None
     head = backbone.get_output_embeddings()
     decoder = backbone.get_decoder() if hasattr(backbone, "get_decoder") else None
-    if decoder is None or not isinstance(head, nn.Linear) or head.bias is not None:
+    plain = isinstance(head, nn.Linear) and head.bias is None
+    if decoder is None or decoder is backbone or not plain:
         return None
     return decoder, head.weight
 
