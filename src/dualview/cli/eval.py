@@ -110,7 +110,7 @@ def eval_command(
         str,
         typer.Option(
             help="The rerankers' weights: auto (bf16 on CUDA, fp32 on CPU) | fp32 | fp16 | "
-            "bf16 (about 4x faster than fp32 for an LLM reranker on a CPU with bf16 "
+            "bf16 (several times faster than fp32 for an LLM reranker on a CPU with bf16 "
             "instructions). Part of the reranker's fingerprint: cached scores never mix.",
         ),
     ] = "auto",

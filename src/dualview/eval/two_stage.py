@@ -64,7 +64,7 @@ class RerankSettings:
             the reranker's order alone (the default).
         precision: the weights of the rerankers loaded from folders (`PRECISIONS`):
             ``auto`` is bf16 on CUDA (fp16 without bf16) and fp32 elsewhere; bf16 on a CPU
-            with bf16 instructions scores an LLM reranker about 4x faster than fp32. The
+            with bf16 instructions scores an LLM reranker several times faster than fp32. The
             dtype is part of a reranker's fingerprint, so scores of two precisions never
             share a cache entry. Loaded `Reranker` objects run as they are.
     """
