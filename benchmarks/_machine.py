@@ -8,6 +8,8 @@ load marks numbers as upper bounds on time and lower bounds on rates).
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 from pathlib import Path
@@ -78,3 +80,23 @@ def machine_line(info: dict[str, Any]) -> str:
     if "load_avg_after" in info:
         load += f" -> {info['load_avg_after']}"
     return f"machine: {where}; {load}"
+
+
+def write_result(
+    out: Path,
+    benchmark: str,
+    args: argparse.Namespace,
+    body: dict[str, Any],
+    machine: dict[str, Any],
+) -> dict[str, Any]:
+    """Write a benchmark's JSON result to ``out``: its name, its arguments (paths as text),
+    ``body`` and the machine (with the load after the run); returns the result."""
+    result = {
+        "benchmark": benchmark,
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        **body,
+        "machine": machine_end(machine),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result

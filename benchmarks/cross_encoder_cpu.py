@@ -33,13 +33,12 @@ Writes ``benchmarks/results/cross_encoder_cpu.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from _machine import machine_end, machine_line, machine_start
+from _machine import machine_line, machine_start, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "cross_encoder_cpu.json"
@@ -226,15 +225,8 @@ def main() -> None:
         ours = build_model(folder, args)
         scoring = bench_scoring(ours, folder, records, args)
         training = [bench_training(folder, records, s, args) for s in ("orig", "dv")]
-    result = {
-        "benchmark": "cross_encoder_cpu",
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "scoring": scoring,
-        "training": training,
-        "machine": machine_end(machine),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    body = {"scoring": scoring, "training": training}
+    result = write_result(args.out, "cross_encoder_cpu", args, body, machine)
     print(f"{'what':<26}{'ours':>10}{'sentence-transformers':>24}{'ratio':>8}{'cpu ratio':>11}")
     print(
         f"{'scoring (pairs/s)':<26}{scoring['ours_pairs_per_s']:>10}"

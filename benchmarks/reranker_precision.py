@@ -21,14 +21,13 @@ Writes ``benchmarks/results/reranker_precision.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_end, machine_line, machine_start
+from _machine import machine_line, machine_start, write_result
 from reranker_throughput import DATA, LLM_SHAPES, build_llm_reranker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,14 +159,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rerank-precision-") as tmp:
         folder = args.folder or build_llm_reranker(Path(tmp) / "llm", args)
         runs = bench(folder, records, args)
-    result = {
-        "benchmark": "reranker_precision",
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "runs": runs,
-        "machine": machine_end(machine),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = write_result(args.out, "reranker_precision", args, {"runs": runs}, machine)
     print(
         f"{'precision':<10}{'pairs/s':>9}{'speedup':>9}{'cpu':>7}{'max|diff|':>11}{'top1':>7}{'tau':>7}"
     )

@@ -27,7 +27,6 @@ Writes ``benchmarks/results/reranker_throughput.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from _gpu import build_backbone, tokenizer_folder
-from _machine import machine_end, machine_line, machine_start
+from _machine import machine_line, machine_start, write_result
 from cross_encoder_cpu import cpu_ratio, scoring_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,14 +219,7 @@ def main() -> None:
         for name, build in builders.items():
             folder = build(Path(tmp) / name, args)
             runs.append(bench_folder(name, folder, records, args))
-    result = {
-        "benchmark": "reranker_throughput",
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "runs": runs,
-        "machine": machine_end(machine),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = write_result(args.out, "reranker_throughput", args, {"runs": runs}, machine)
     header = f"{'ours':>10}{'sentence-transformers':>24}{'ratio':>8}{'cpu ratio':>11}"
     print(f"{'reranker (pairs/s)':<20}{header}")
     for run in runs:
