@@ -148,6 +148,13 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from dualview.errors import DataError
+    from dualview.io.paths import check_outputs
+
+    try:  # the result never lands on what the benchmark reads
+        check_outputs([args.out], [args.data, args.folder])
+    except DataError as exc:
+        raise SystemExit(f"reranker_precision.py: {exc}") from None
     import torch
 
     from dualview.data.jsonl import iter_records

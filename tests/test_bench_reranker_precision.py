@@ -54,3 +54,14 @@ def test_tiny_run_scores_both_precisions_and_writes_sane_json(tmp_path: Path) ->
         assert run["pairs"] <= 16 and run["groups"] >= 1 and len(run["times_s"]) == 2
         median = sum(run["times_s"]) / 2
         assert run["pairs_per_s"] == pytest.approx(run["pairs"] / median, rel=0.01)
+
+
+def test_an_output_on_the_data_it_reads_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "train.jsonl"
+    data.write_text("{}\n", encoding="utf-8")
+    cmd = [sys.executable, "benchmarks/reranker_precision.py", "--tiny", "--data", str(data)]
+    proc = subprocess.run(
+        [*cmd, "--out", str(data)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0 and "is the input" in proc.stderr
+    assert data.read_text(encoding="utf-8") == "{}\n"  # untouched
