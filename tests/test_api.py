@@ -124,6 +124,8 @@ def test_evaluate_returns_per_query_results_and_writes_only_with_out(
     assert (tmp_path / "eval" / "summary.md").read_text().strip() == written.table()
     first = dualview.evaluate(tiny, PAIRED, limit=1).per_query[model]["paired"]["p-MRR"]
     assert {key.split("/")[0] for key in first} == {"p1"}  # the first pair only
+    rest = dualview.evaluate(tiny, PAIRED, skip=1).per_query[model]["paired"]["p-MRR"]
+    assert {key.split("/")[0] for key in rest} == {"p2"}  # all but the first pair
 
 
 def test_train_checks_the_config_before_writing_records(tmp_path) -> None:

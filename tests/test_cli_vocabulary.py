@@ -250,3 +250,32 @@ def test_eval_limit_evaluates_the_first_queries_of_each_set(tmp_path, capsys) ->
         assert code == 0, err
         assert _counts(tmp_path / "e")[key] > 2  # recomputed in full, not the limited one
         shutil.rmtree(tmp_path / "e")
+
+
+def _query_ids(folder: Path) -> set[str]:
+    (result,) = [json.loads(p.read_text()) for p in folder.glob("bm25/*.json")]
+    return set(next(iter(result["per_query"].values())))
+
+
+def test_eval_skip_evaluates_a_slice_disjoint_from_limit(tmp_path, capsys) -> None:
+    """``eval --skip N --limit M``: queries N+1..N+M of a set (fewer where the set ends),
+    none of a ``--limit N`` run's,
+    and a skipped result is never reused for an unskipped run (its settings say the skip)."""
+    base = ["eval", "--first-stage", "bm25", "-b", f"beir={BEIR}", "--no-embedding-cache"]
+    code, _, err = invoke_in_process([*base, "-o", str(tmp_path / "all")], capsys)
+    assert code == 0, err
+    every = _query_ids(tmp_path / "all")
+    assert len(every) == 2
+    code, _, err = invoke_in_process([*base, "-o", str(tmp_path / "e"), "--limit", "1"], capsys)
+    assert code == 0, err
+    first = _query_ids(tmp_path / "e")
+    code, _, err = invoke_in_process(
+        [*base, "-o", str(tmp_path / "e"), "--skip", "1", "--limit", "5"], capsys
+    )
+    assert code == 0, err
+    sliced = _query_ids(tmp_path / "e")
+    assert len(first) == 1 and first | sliced == every and not first & sliced
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "e").glob("bm25/*.json")]
+    assert result["settings"]["skip"] == 1 and result["settings"]["limit"] == 5
+    code, _, err = invoke_in_process([*base, "-o", str(tmp_path / "e"), "--skip", "-1"], capsys)
+    assert code == 2 and "--skip" in err

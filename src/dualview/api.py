@@ -404,6 +404,7 @@ def evaluate(
     devices: Sequence[str] | None = None,
     cache: bool = True,
     limit: int | None = None,
+    skip: int = 0,
 ) -> EvalResults:
     """Evaluate ``models`` (a `TrainedModel`, a folder, a Hub name, ``embedded:minilm``, or
     a list) on ``benchmarks`` (specs ``KIND[:SUBSETS][=PATH]`` as ``dualview eval -b``).
@@ -419,7 +420,8 @@ def evaluate(
     bf16 instructions).
     ``settings``: `EvalSettings` or its dict (query template, prompts, search backend,
     batch size). ``limit``: only the first N queries
-    (pairs) of each set (``--limit``). Wraps `dualview.eval.run.evaluate`.
+    (pairs) of each set (``--limit``); ``skip``: leave out the first N before that
+    (``--skip``). Wraps `dualview.eval.run.evaluate`.
     """
     from dualview.eval.run import EvalSettings
     from dualview.eval.run import evaluate as run_evaluation
@@ -434,6 +436,8 @@ def evaluate(
     settings = settings or EvalSettings()
     if limit is not None:
         settings = replace(settings, limit=limit)
+    if skip:
+        settings = replace(settings, skip=skip)
     try:
         check_query_template(settings.query_template)
     except ValueError as exc:

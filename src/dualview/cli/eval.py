@@ -64,6 +64,16 @@ def eval_command(
             help="Evaluate only the first N queries (pairs) of each benchmark set (a quick try).",
         ),
     ] = None,
+    skip: Annotated[
+        int,
+        typer.Option(
+            "--skip",
+            min=0,
+            metavar="N",
+            help="Leave out the first N queries (pairs) of each set, before --limit: "
+            "--skip 100 --limit 200 is a validation slice disjoint from a --limit 100 run.",
+        ),
+    ] = 0,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
     device: Device = None,
     query_template: Annotated[
@@ -141,6 +151,7 @@ def eval_command(
         backend=backend,
         batch_size=batch_size,
         limit=limit,
+        skip=skip,
     )
     rerank = RerankSettings(
         rerankers=list(reranker or []),

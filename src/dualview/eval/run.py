@@ -70,13 +70,18 @@ class EvalSettings:
     batch_size: int = 32
     #: only the first N queries (pairs, for paired sets) of each benchmark set: a quick try
     limit: int | None = None
+    #: leave out the first N queries (pairs) of each set, before ``limit``: a validation
+    #: slice disjoint from a reported ``limit`` run
+    skip: int = 0
 
     def record(self) -> dict[str, Any]:
-        """What a result stores (and reuse compares): ``limit`` only when set, so results
-        written before it existed are still reused."""
+        """What a result stores (and reuse compares): ``limit`` and ``skip`` only when set, so
+        results written before they existed are still reused."""
         settings = asdict(self)
         if settings["limit"] is None:
             del settings["limit"]
+        if not settings["skip"]:
+            del settings["skip"]
         return settings
 
 
@@ -180,6 +185,7 @@ def _measure(
         doc_prompt=settings.doc_prompt,
         backend=settings.backend,
         limit=settings.limit,
+        skip=settings.skip,
     )
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()

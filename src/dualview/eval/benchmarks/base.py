@@ -66,6 +66,8 @@ class EvalContext:
         weight: the reranker's share when its scores are interpolated with the first
             stage's (`dualview.retrieval.fusion`); 1: the reranker's order alone.
         limit: evaluate only the first ``limit`` queries (pairs) of each set (`first`).
+        skip: leave out the first ``skip`` queries (pairs) of each set, before ``limit``
+            (a validation slice disjoint from a reported ``limit`` run).
     """
 
     encoder: Encoder | None = None
@@ -79,6 +81,7 @@ class EvalContext:
     top_k: int = 20
     weight: float = 1.0
     limit: int | None = None
+    skip: int = 0
 
     def __post_init__(self) -> None:
         check_weight(self.weight)
@@ -89,6 +92,8 @@ class EvalContext:
             )
         if self.limit is not None and self.limit < 1:
             raise DualviewError(f"limit must be at least 1, not {self.limit}")
+        if self.skip < 0:
+            raise DualviewError(f"skip must be at least 0, not {self.skip}")
         if self.first_stage not in FIRST_STAGES:
             raise DualviewError(
                 f"first stage {self.first_stage!r}: use one of {', '.join(FIRST_STAGES)}"
@@ -101,8 +106,10 @@ class EvalContext:
             raise DualviewError(f"top_k must be at least 1, not {self.top_k}")
 
     def first(self, items: list[T]) -> list[T]:
-        """The first ``limit`` of a set's queries (or pairs), in its order; all without one."""
-        return items[: self.limit] if self.limit is not None else items
+        """A set's queries (or pairs) in its order, the first ``skip`` left out, then the first
+        ``limit`` of the rest (all without one)."""
+        rest = items[self.skip :]
+        return rest[: self.limit] if self.limit is not None else rest
 
     def query_text(self, query: str, instruction: str, upstream_template: str | None = None) -> str:
         template = self.query_template
