@@ -227,3 +227,18 @@ def test_choose_weight_reads_an_eval_folder(tmp_path: Path) -> None:
     values = read_values(tmp_path / "out")
     choice = choose_weight(values, [str(folder)], "bm25", [0.4, 0.6, 1.0], "paired p-MRR", [spec])
     assert choice.weight == 0.4 and choice.means == {0.4: 50.0, 0.6: -50.0, 1.0: -50.0}
+
+
+def test_read_values_keeps_the_columns_of_earlier_calls_into_one_folder(tmp_path: Path) -> None:
+    """Weights evaluated over two calls into one folder are read whole, though the second
+    call's summary.json lists only its own columns."""
+    folder = save_overlap(tmp_path / "rr", sign=-1.0)
+    spec = f"paired={write_pairs(tmp_path / 'pairs')}"
+    for weights in ([0.4], [0.6, 1.0]):
+        settings = RerankSettings([str(folder)], "bm25", top_k=2, weights=weights)
+        evaluate([], [spec], tmp_path / "out", rerank=settings)
+    listed = json.loads((tmp_path / "out" / "summary.json").read_text())["models"]
+    assert not any("~0.4@" in m for m in listed)
+    values = read_values(tmp_path / "out")
+    choice = choose_weight(values, [str(folder)], "bm25", [0.4, 0.6, 1.0], "paired p-MRR", [spec])
+    assert choice.weight == 0.4 and choice.means == {0.4: 50.0, 0.6: -50.0, 1.0: -50.0}

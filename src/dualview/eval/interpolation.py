@@ -38,7 +38,10 @@ class WeightChoice:
 
 
 def read_values(eval_dir: str | Path) -> Values:
-    """The means of a ``dualview eval`` output folder (its ``summary.json``)."""
+    """The means of a ``dualview eval`` output folder: its ``summary.json`` (the last call's
+    columns), plus every column an earlier call into the same folder left there (the
+    ``<model>/<benchmark>.json`` results the summary does not list), so a grid of weights or
+    rerankers evaluated over several calls is read whole."""
     path = Path(eval_dir) / "summary.json"
     if not path.is_file():
         raise DualviewError(f"{path}: no summary.json (is it a dualview eval --out folder?)")
@@ -46,7 +49,26 @@ def read_values(eval_dir: str | Path) -> Values:
     values = summary.get("values") if isinstance(summary, dict) else None
     if not isinstance(values, dict):
         raise DataError(path, None, "values", "expected an object of the columns' means")
-    return values
+    merged = {column: dict(benchmarks) for column, benchmarks in values.items()}
+    for column, label, metrics in _result_means(Path(eval_dir)):
+        merged.setdefault(column, {}).setdefault(label, metrics)
+    return merged
+
+
+def _result_means(eval_dir: Path) -> list[tuple[str, str, dict[str, float]]]:
+    """``(column, benchmark label, metrics)`` of each result file one folder down (the mteb
+    copies lie deeper; a JSON that is not a result is passed over)."""
+    found = []
+    for result_path in sorted(eval_dir.glob("*/*.json")):
+        result = read_json_file(result_path)
+        model = result.get("model") if isinstance(result, dict) else None
+        bench = result.get("benchmark") if isinstance(result, dict) else None
+        metrics = result.get("metrics") if isinstance(result, dict) else None
+        if isinstance(model, dict) and isinstance(bench, dict) and isinstance(metrics, dict):
+            column, label = model.get("name"), bench.get("label")
+            if isinstance(column, str) and isinstance(label, str):
+                found.append((column, label, metrics))
+    return found
 
 
 def choose_weight(
