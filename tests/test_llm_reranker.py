@@ -391,6 +391,9 @@ def test_training_resumes_exactly_with_lora_dropout(tmp_path: Path) -> None:
     train(config(straight))
     resumed = tmp_path / "resumed"
     step3 = Path("checkpoints") / "step-00000003"
+    saved = torch.load(straight / step3 / "model.pt", weights_only=True)
+    params = [k for k in saved if k.endswith((".weight", ".bias"))]
+    assert params and all("lora_" in k for k in params)  # the adapter, not the frozen base
     shutil.copytree(straight / step3, resumed / step3)
     lines = (straight / LOG_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
     (resumed / LOG_FILE).write_text("".join(lines[:3]), encoding="utf-8")

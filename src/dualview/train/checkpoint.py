@@ -6,6 +6,11 @@ half checkpoint that ``--resume`` would pick up; a failed write (a full disk) re
 unfinished folder and stops with one error naming the file (`writing`), the published
 checkpoints untouched. Each rank stores its own RNG states.
 
+The weights of a model with frozen parameters (LoRA on a base model, a frozen tower) are
+saved without them (`model_state`): what never changes comes back from the base when the
+run is built again for ``--resume``, so a LoRA checkpoint of a 1.5B model holds megabytes of
+adapter instead of gigabytes of base weights. Buffers are always saved.
+
 A checkpoint that cannot be read (a truncated ``model.pt``, a garbage ``state.json``) or whose
 weights do not fit the configured model stops the resume with one `DataError` naming the file
 (exit 2). No older checkpoint is taken silently instead: that would redo steps without saying
@@ -136,13 +141,31 @@ def save_checkpoint(
     save_tensors(rng_states(), staging / f"rng-{rank}.pt")
     fault_point("checkpoint rng")
     if rank == 0:
-        save_tensors(model.state_dict(), staging / "model.pt")
+        save_tensors(model_state(model), staging / "model.pt")
         fault_point("checkpoint model")
         save_tensors(optimizer.state_dict(), staging / "optimizer.pt")
         save_tensors(scheduler.state_dict(), staging / "scheduler.pt")
         fault_point("checkpoint optimizer")
         write_json(staging / STATE_FILE, asdict(state))
     return staging
+
+
+def frozen_names(model: torch.nn.Module) -> set[str]:
+    """The ``state_dict`` names of the parameters that do not train (every name a tied
+    parameter has)."""
+    return {
+        name
+        for name, param in model.named_parameters(remove_duplicate=False)
+        if not param.requires_grad
+    }
+
+
+def model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """What a checkpoint keeps of ``model``: its ``state_dict`` without the frozen
+    parameters (module docstring); the whole of it when everything trains."""
+    frozen = frozen_names(model)
+    state = model.state_dict()
+    return {name: value for name, value in state.items() if name not in frozen}
 
 
 def publish_checkpoint(staging: Path, keep: int) -> Path:
@@ -227,6 +250,16 @@ def read_state(checkpoint: Path) -> TrainState:
     return TrainState(**{n: data[n] for n in names})
 
 
+def _does_not_fit(path: Path, what: str, detail: str) -> DataError:
+    return DataError(
+        path,
+        None,
+        "checkpoint",
+        f"does not fit the configured {what}: {detail}; resume with the checkpoint's "
+        "model settings, or train the new model in a fresh output_dir",
+    )
+
+
 def _restore(path: Path, target: Any, what: str, map_location: str | None = None) -> None:
     """``target.load_state_dict`` of the file ``path``; a mismatch is one located error."""
     saved = load_file(path, map_location=map_location)
@@ -236,13 +269,29 @@ def _restore(path: Path, target: Any, what: str, map_location: str | None = None
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         detail = (lines[1] if len(lines) > 1 else _first_sentence(exc))[:200]
         more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
-        raise DataError(
-            path,
-            None,
-            "checkpoint",
-            f"does not fit the configured {what}: {detail}{more}; resume with the checkpoint's "
-            "model settings, or train the new model in a fresh output_dir",
-        ) from None
+        raise _does_not_fit(path, what, f"{detail}{more}") from None
+
+
+def _restore_model(path: Path, model: torch.nn.Module) -> None:
+    """The weights of `model_state` into ``model``: every entry but its frozen parameters
+    must be in the file (an older checkpoint holding those too still loads)."""
+    frozen = frozen_names(model)
+    if not frozen:
+        _restore(path, model, "model", map_location="cpu")
+        return
+    saved = load_file(path, map_location="cpu")
+    lacking = [name for name in model.state_dict() if name not in frozen and name not in saved]
+    if lacking:
+        more = f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""
+        raise _does_not_fit(path, "model", f"no weights for {lacking[0]!r}{more}")
+    try:
+        result = model.load_state_dict(saved, strict=False)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise _does_not_fit(path, "model", _first_sentence(exc)) from None
+    if result.unexpected_keys:
+        extra = result.unexpected_keys
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise _does_not_fit(path, "model", f"unexpected weights {extra[0]!r}{more}")
 
 
 def load_checkpoint(
@@ -257,7 +306,7 @@ def load_checkpoint(
     A file that cannot be read, or weights of another shape or model kind, stop with one
     `DataError` naming the file (module docstring)."""
     state = read_state(path)
-    _restore(path / "model.pt", model, "model", map_location="cpu")
+    _restore_model(path / "model.pt", model)
     _restore(path / "optimizer.pt", optimizer, "optimizer")
     _restore(path / "scheduler.pt", scheduler, "scheduler")
     rng_file = path / f"rng-{rank}.pt"
