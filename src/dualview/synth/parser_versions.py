@@ -52,9 +52,12 @@ PINNED: dict[str, dict[str, int]] = {
     # 2: an instruction cut from the positive, and a negative that is a piece or a near copy
     # of the positive or of another negative, are rejected
     # 3: an instruction that repeats (or is cut from) one of its negatives is rejected
-    # 4: echo checks ignore punctuation
+    # 4: echo checks ignore punctuation (the second digest of 4: worked examples and
+    # constrained output, options that stay out of the key while unset; without them the
+    # same prompts and verdicts, so the same keys)
     "dualview.synth.seed.SeedTask": {
         "433819ef0e8a395a00928c27f56b445bdbb2b058a2b52b62310139277419eafb": 4,
+        "6601200a260901793fe2ceda22ce7ef442ce3e80ea55ae9ba4983816d29510ae": 4,
     },
     # 2: a bare [k] reply is accepted (the second digest of 2: both pointwise judges build
     # their two prompts through one helper; the same prompts and verdicts, so the same keys;
