@@ -12,7 +12,7 @@ from pathlib import Path
 from scipy.stats import fisher_exact
 
 from dualview.data.jsonl import iter_records
-from dualview.proportions import wilson_interval
+from dualview.review.stats import proportion
 
 run, key_path, labels_path, out = map(Path, sys.argv[1:5])
 folder = run / "shots-2"
@@ -23,12 +23,7 @@ for index, path in enumerate(sources, 1):
         if record.view == "dv":
             source_of.setdefault((str(record.parent_id), record.instruction), index)
 kept = {r.id: r for r in iter_records(folder / "kept.jsonl")}
-labels = {json.loads(line)["item"]: json.loads(line) for line in labels_path.open()}
-
-
-def share(k: int, n: int) -> dict:
-    lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
-    return {"k": k, "n": n, "rate": round(k / n, 4) if n else None, "wilson95": [round(lo, 4), round(hi, 4)]}
+labels = {row["item"]: row for row in map(json.loads, labels_path.open())}
 
 
 rows, controls = [], {}
@@ -47,13 +42,13 @@ by_source = {}
 for s in (1, 2):
     sel = [r for r in rows if r["source"] == s]
     by_source[s] = {"labels": {lab: sum(r["label"] == lab for r in sel) for lab in ("reversal", "near_copy", "other")},
-                    "real": share(sum(r["label"] == "reversal" for r in sel), len(sel))}
+                    "real": proportion(sum(r["label"] == "reversal" for r in sel), len(sel))}
 table = [[by_source[s]["real"]["k"], by_source[s]["real"]["n"] - by_source[s]["real"]["k"]] for s in (1, 2)]
 real = sum(r["label"] == "reversal" for r in rows)
 result = {
     "plan": "docs/results/self-consistency-1p5b/plan.txt",
     "items": len(rows),
-    "real_among_kept": share(real, len(rows)),
+    "real_among_kept": proportion(real, len(rows)),
     "goal_met": len(rows) >= 40 and real / len(rows) >= 0.5,
     "by_source": {"greedy": by_source[1], "sampled": by_source[2]},
     "fisher_p_greedy_vs_sampled": round(float(fisher_exact(table).pvalue), 4),
